@@ -1,0 +1,116 @@
+/** An event to write to the outbox, inside the caller's transaction. */
+export interface NewOutboxEvent<P = unknown> {
+  /** A UUID for idempotent emission; a time-ordered UUIDv7 is generated when absent. */
+  id?: string;
+  /** The event type handlers subscribe to, for example `invoice.paid`. */
+  type: string;
+  aggregateType: string;
+  aggregateId: string;
+  organizationId?: string | null;
+  requestId?: string | null;
+  /** Any JSON value; refused before anything is written when it cannot round-trip. */
+  payload: P;
+  /** Trace context, headers and similar; a JSON object. */
+  metadata?: Record<string, unknown>;
+}
+
+/** An outbox row as a claim returns it: leased to the caller for `attempts`. */
+export interface OutboxRecord<P = unknown> {
+  id: string;
+  type: string;
+  aggregateType: string;
+  aggregateId: string;
+  organizationId: string | null;
+  requestId: string | null;
+  payload: P;
+  metadata: Record<string, unknown>;
+  occurredAt: Date;
+  /** The attempt this claim holds; settles must present it. */
+  attempts: number;
+  leaseExpiresAt: Date;
+  /** Handlers already delivered, by name, with their delivery time (ISO text). */
+  deliveries: Record<string, string>;
+  /** Set when the event ran out of attempts; a claimed dead row is a replay. */
+  deadAt: Date | null;
+  lastError: string | null;
+}
+
+export interface ClaimOptions {
+  /** Most rows to claim. Due dead rows take at most half of it, so replays never starve live ones. */
+  limit: number;
+  /** How long the claim holds each row before another relay may take it. */
+  leaseMs: number;
+  /** How long a dead row rests before it is replayed. */
+  deadRetryMs: number;
+  /** Only these event types (a dedicated worker pool); all types when absent. */
+  types?: readonly string[];
+}
+
+/** The result of one handler run, reported back at settle time. */
+export interface DeliveredSettle {
+  id: string;
+  /** The attempt count the claim returned; a settle with another count writes nothing. */
+  attempts: number;
+  /** Handlers that succeeded in this attempt; merged into `deliveries` server side. */
+  handlers: readonly string[];
+}
+
+export interface FailedSettle extends DeliveredSettle {
+  /** Handlers that failed in this attempt, named in the dead announcement. */
+  failedHandlers: readonly string[];
+  /** What was thrown; stored scrubbed and bounded as `last_error`. */
+  error: unknown;
+  /** Delay before the next attempt (the caller's jittered backoff). */
+  retryDelayMs: number;
+}
+
+export interface MarkFailedOptions {
+  /** Attempts after which a live row becomes dead. */
+  maxAttempts: number;
+}
+
+export interface SettleOutcome {
+  /** Rows written. */
+  settled: string[];
+  /** Rows left untouched: their lease was lost and another claim holds a newer attempt. */
+  stale: string[];
+}
+
+export interface FailOutcome extends SettleOutcome {
+  /** Rows that became dead in this settle; each was announced once with `outbox.event.dead`. */
+  newlyDead: string[];
+}
+
+export interface PendingState {
+  /** Milliseconds until the next row is due (0 when one is due now); null when nothing waits. */
+  nextDueInMs: number | null;
+  /** Age of the oldest live (undelivered, not dead) row in milliseconds; null when there is none. */
+  oldestLiveAgeMs: number | null;
+  live: number;
+  dead: number;
+}
+
+export interface PendingStateOptions {
+  deadRetryMs: number;
+  types?: readonly string[];
+}
+
+export interface SweepOptions {
+  /** Delivered rows older than this are deleted. */
+  retentionMs: number;
+  /** Rows per delete statement; small batches keep locks and WAL bursts short. */
+  batchSize: number;
+  /** Stop after this many batches in one sweep (unbounded when absent). */
+  maxBatches?: number;
+}
+
+/** Payload of the `outbox.event.dead` announcement. */
+export interface OutboxEventDeadPayload {
+  eventId: string;
+  type: string;
+  aggregateType: string;
+  aggregateId: string;
+  attempts: number;
+  failedHandlers: string[];
+  lastError: string | null;
+}

@@ -1,0 +1,67 @@
+import { v7 as uuidv7 } from 'uuid';
+import { InvalidOutboxEventError, OutboxPayloadNotSerializableError } from './outbox.errors';
+import type { NewOutboxEvent } from './outbox-event.types';
+import { findJsonProblem } from './json-serializable';
+
+/** An event ready for the enqueue statement: snake_case keys, JSON-safe values, an id. */
+export interface OutboxRow {
+  id: string;
+  type: string;
+  aggregate_type: string;
+  aggregate_id: string;
+  organization_id: string | null;
+  request_id: string | null;
+  payload: unknown;
+  metadata: Record<string, unknown>;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * Checks one event and shapes it for the enqueue statement. Throws a typed error naming the
+ * field and value (or the event type and the path of the unserialisable part), so a bad event
+ * is refused before anything reaches the database.
+ */
+export function toOutboxRow(event: NewOutboxEvent): OutboxRow {
+  if (typeof event !== 'object' || event === null) {
+    throw new InvalidOutboxEventError('event', event, 'an object');
+  }
+  const type = requireText('type', event.type);
+  const id = event.id === undefined ? uuidv7() : event.id;
+  if (typeof id !== 'string' || !UUID.test(id)) {
+    throw new InvalidOutboxEventError('id', id, 'a UUID');
+  }
+  const metadata = event.metadata ?? {};
+  if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
+    throw new InvalidOutboxEventError('metadata', metadata, 'a JSON object');
+  }
+  assertJson(type, 'payload', event.payload);
+  assertJson(type, 'metadata', metadata);
+  return {
+    id,
+    type,
+    aggregate_type: requireText('aggregateType', event.aggregateType),
+    aggregate_id: requireText('aggregateId', event.aggregateId),
+    organization_id: optionalText('organizationId', event.organizationId),
+    request_id: optionalText('requestId', event.requestId),
+    payload: event.payload,
+    metadata,
+  };
+}
+
+function requireText(field: string, value: unknown): string {
+  if (typeof value !== 'string' || value.trim() === '') {
+    throw new InvalidOutboxEventError(field, value, 'a non-empty string');
+  }
+  return value;
+}
+
+function optionalText(field: string, value: unknown): string | null {
+  if (value === undefined || value === null) return null;
+  return requireText(field, value);
+}
+
+function assertJson(eventType: string, root: string, value: unknown): void {
+  const problem = findJsonProblem(value, root);
+  if (problem) throw new OutboxPayloadNotSerializableError(eventType, problem.path, problem.reason);
+}

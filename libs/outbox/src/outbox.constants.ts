@@ -1,0 +1,14 @@
+/** The table every outbox statement reads and writes. */
+export const OUTBOX_TABLE = 'outbox_event';
+
+/** The NOTIFY channel an enqueue signals on commit, unless configured otherwise. */
+export const DEFAULT_OUTBOX_CHANNEL = 'outbox_event';
+
+/** The event announced, once, when an event runs out of attempts. */
+export const OUTBOX_EVENT_DEAD = 'outbox.event.dead';
+
+/** `aggregate_type` of the dead announcement: the aggregate is the outbox row itself. */
+export const OUTBOX_EVENT_AGGREGATE = 'outbox_event';
+
+/** Upper bound on the length of `last_error`, in characters. */
+export const MAX_ERROR_LENGTH = 2000;

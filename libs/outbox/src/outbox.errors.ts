@@ -1,0 +1,54 @@
+import { OutboxMessages } from './outbox.messages';
+
+/** Base class of every error the outbox raises, so callers can catch them as one family. */
+export abstract class OutboxError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** An enqueue or emit was attempted outside an open transaction; nothing was written. */
+export class OutboxTransactionRequiredError extends OutboxError {
+  constructor(readonly operation: string) {
+    super(OutboxMessages.transactionRequired(operation));
+  }
+}
+
+/** A payload or metadata value cannot round-trip through JSON; nothing was written. */
+export class OutboxPayloadNotSerializableError extends OutboxError {
+  constructor(
+    readonly eventType: string,
+    readonly path: string,
+    readonly reason: string,
+  ) {
+    super(OutboxMessages.payloadNotSerializable(eventType, path, reason));
+  }
+}
+
+/** An event is missing a required field or carries one of the wrong shape; nothing was written. */
+export class InvalidOutboxEventError extends OutboxError {
+  constructor(
+    readonly field: string,
+    readonly value: unknown,
+    readonly expected: string,
+  ) {
+    super(OutboxMessages.invalidEvent(field, value, expected));
+  }
+}
+
+/**
+ * The database refused or failed an outbox statement. The message is scrubbed of secrets; the
+ * driver error stays available as `cause` for local debugging and is never logged by the module.
+ */
+export class OutboxStoreError extends OutboxError {
+  constructor(
+    readonly operation: string,
+    detail: string,
+    /** SQLSTATE of the driver error, when there was one (for example `40P01`). */
+    readonly code: string | undefined,
+    cause: unknown,
+  ) {
+    super(OutboxMessages.storeFailure(operation, detail), { cause });
+  }
+}

@@ -1,0 +1,245 @@
+import type { DataSource, EntityManager } from 'typeorm';
+import { v7 as uuidv7 } from 'uuid';
+import {
+  DEFAULT_OUTBOX_CHANNEL,
+  OUTBOX_EVENT_AGGREGATE,
+  OUTBOX_EVENT_DEAD,
+} from './outbox.constants';
+import { OutboxStoreError, OutboxTransactionRequiredError } from './outbox.errors';
+import type {
+  ClaimOptions,
+  DeliveredSettle,
+  FailedSettle,
+  FailOutcome,
+  MarkFailedOptions,
+  NewOutboxEvent,
+  OutboxRecord,
+  PendingState,
+  PendingStateOptions,
+  SettleOutcome,
+  SweepOptions,
+} from './outbox-event.types';
+import { toOutboxRow } from './outbox-event.validator';
+import { fail, ok, type OutboxResult } from './outbox.result';
+import { scrubError } from './scrub-error';
+import * as SQL from './outbox.sql';
+
+export interface OutboxRepositoryOptions {
+  /** NOTIFY channel signalled by every enqueue; listeners LISTEN on the same name. */
+  channel?: string;
+}
+
+interface ClaimedRow {
+  id: string;
+  type: string;
+  aggregate_type: string;
+  aggregate_id: string;
+  organization_id: string | null;
+  request_id: string | null;
+  payload: unknown;
+  metadata: Record<string, unknown>;
+  occurred_at: Date;
+  attempts: number;
+  lease_expires_at: Date;
+  deliveries: Record<string, string>;
+  dead_at: Date | null;
+  last_error: string | null;
+}
+
+/**
+ * The lease repository: the only place that speaks SQL to the outbox table (the statements
+ * live in `outbox.sql.ts`). Database failures come back as `{ ok: false, error }` with a
+ * scrubbed `OutboxStoreError`; misuse (no transaction, a bad event) throws before any write.
+ */
+export class OutboxRepository {
+  readonly channel: string;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    options: OutboxRepositoryOptions = {},
+  ) {
+    this.channel = options.channel ?? DEFAULT_OUTBOX_CHANNEL;
+  }
+
+  /**
+   * Writes events through the caller's transaction in one statement and queues a NOTIFY on the
+   * same connection, so listeners wake only after COMMIT. An event id already present is kept as
+   * it is. Returns the ids in input order.
+   */
+  async enqueue(
+    manager: EntityManager,
+    events: NewOutboxEvent | readonly NewOutboxEvent[],
+  ): Promise<OutboxResult<string[]>> {
+    if (!manager.queryRunner?.isTransactionActive) {
+      throw new OutboxTransactionRequiredError('OutboxRepository.enqueue');
+    }
+    const rows = (Array.isArray(events) ? events : [events]).map(toOutboxRow);
+    if (rows.length === 0) return ok([]);
+    return this.run('enqueue', manager, SQL.ENQUEUE, [JSON.stringify(rows), this.channel], () =>
+      rows.map((row) => row.id),
+    );
+  }
+
+  /** Leases due live and dead rows for `leaseMs`, in `(occurred_at, id)` order. */
+  async claim(options: ClaimOptions): Promise<OutboxResult<OutboxRecord[]>> {
+    const types = options.types?.length ? [...options.types] : null;
+    return this.run(
+      'claim',
+      this.dataSource,
+      SQL.CLAIM,
+      [options.limit, options.leaseMs, options.deadRetryMs, types],
+      (rows: ClaimedRow[]) => rows.map(toRecord),
+    );
+  }
+
+  /** Marks rows delivered; rows whose attempt count moved on are reported stale and untouched. */
+  async markDelivered(settles: readonly DeliveredSettle[]): Promise<OutboxResult<SettleOutcome>> {
+    if (settles.length === 0) return ok({ settled: [], stale: [] });
+    const input = settles.map((s) => ({ id: s.id, attempts: s.attempts, handlers: s.handlers }));
+    return this.run(
+      'markDelivered',
+      this.dataSource,
+      SQL.MARK_DELIVERED,
+      [JSON.stringify(input)],
+      (rows: { id: string }[]) => splitStale(settles, rows),
+    );
+  }
+
+  /**
+   * Records failed attempts: a retry after `retryDelayMs`, or the dead state at `maxAttempts`
+   * with one `outbox.event.dead` announcement written in the same statement.
+   */
+  async markFailed(
+    settles: readonly FailedSettle[],
+    options: MarkFailedOptions,
+  ): Promise<OutboxResult<FailOutcome>> {
+    if (settles.length === 0) return ok({ settled: [], stale: [], newlyDead: [] });
+    const input = settles.map((s) => ({
+      id: s.id,
+      attempts: s.attempts,
+      handlers: s.handlers,
+      failed_handlers: s.failedHandlers,
+      error: scrubError(s.error),
+      retry_ms: Math.max(0, s.retryDelayMs),
+      dead_event_id: uuidv7(),
+    }));
+    return this.run(
+      'markFailed',
+      this.dataSource,
+      SQL.MARK_FAILED,
+      [
+        JSON.stringify(input),
+        options.maxAttempts,
+        this.channel,
+        OUTBOX_EVENT_DEAD,
+        OUTBOX_EVENT_AGGREGATE,
+      ],
+      (rows: { id: string; becomes_dead: boolean }[]) => ({
+        ...splitStale(settles, rows),
+        newlyDead: rows.filter((row) => row.becomes_dead).map((row) => row.id),
+      }),
+    );
+  }
+
+  /** When the next row is due, how old the oldest live row is, and how many are live and dead. */
+  async pendingState(options: PendingStateOptions): Promise<OutboxResult<PendingState>> {
+    const types = options.types?.length ? [...options.types] : null;
+    return this.run(
+      'pendingState',
+      this.dataSource,
+      SQL.PENDING_STATE,
+      [options.deadRetryMs, types],
+      ([row]: {
+        live: number;
+        dead: number;
+        next_due_in_ms: number | null;
+        oldest_live_age_ms: number | null;
+      }[]) => ({
+        live: row.live,
+        dead: row.dead,
+        nextDueInMs: row.next_due_in_ms === null ? null : Math.ceil(row.next_due_in_ms),
+        oldestLiveAgeMs:
+          row.oldest_live_age_ms === null ? null : Math.max(0, Math.floor(row.oldest_live_age_ms)),
+      }),
+    );
+  }
+
+  /**
+   * Deletes delivered rows older than the retention, one short batch per statement, until a
+   * batch comes back short (or `maxBatches` is reached). Returns how many rows were deleted.
+   */
+  async sweep(options: SweepOptions): Promise<OutboxResult<number>> {
+    let total = 0;
+    for (let batch = 0; batch < (options.maxBatches ?? Infinity); batch++) {
+      const result = await this.run(
+        'sweep',
+        this.dataSource,
+        SQL.SWEEP_BATCH,
+        [options.retentionMs, options.batchSize],
+        ([row]: { deleted: number }[]) => row.deleted,
+      );
+      if (!result.ok) return result;
+      total += result.value;
+      if (result.value < options.batchSize) break;
+    }
+    return ok(total);
+  }
+
+  private async run<R, T>(
+    operation: string,
+    executor: DataSource | EntityManager,
+    sql: string,
+    parameters: unknown[],
+    map: (rows: R) => T,
+  ): Promise<OutboxResult<T>> {
+    let rows: R;
+    try {
+      rows = await executor.query<R>(sql, parameters);
+    } catch (err) {
+      return fail(toStoreError(operation, err));
+    }
+    return ok(map(rows));
+  }
+}
+
+function toStoreError(operation: string, err: unknown): OutboxStoreError {
+  const driverError = (err as { driverError?: unknown }).driverError ?? err;
+  const code = (driverError as { code?: unknown }).code;
+  const message = driverError instanceof Error ? driverError.message : driverError;
+  return new OutboxStoreError(
+    operation,
+    scrubError(message),
+    typeof code === 'string' ? code : undefined,
+    err,
+  );
+}
+
+function splitStale(
+  settles: readonly { id: string }[],
+  written: readonly { id: string }[],
+): SettleOutcome {
+  const settledIds = new Set(written.map((row) => row.id));
+  return {
+    settled: settles.filter((s) => settledIds.has(s.id)).map((s) => s.id),
+    stale: settles.filter((s) => !settledIds.has(s.id)).map((s) => s.id),
+  };
+}
+
+function toRecord(row: ClaimedRow): OutboxRecord {
+  return {
+    id: row.id,
+    type: row.type,
+    aggregateType: row.aggregate_type,
+    aggregateId: row.aggregate_id,
+    organizationId: row.organization_id,
+    requestId: row.request_id,
+    payload: row.payload,
+    metadata: row.metadata,
+    occurredAt: row.occurred_at,
+    attempts: row.attempts,
+    leaseExpiresAt: row.lease_expires_at,
+    deliveries: row.deliveries,
+    deadAt: row.dead_at,
+    lastError: row.last_error,
+  };
+}

@@ -1,0 +1,226 @@
+/**
+ * Every statement the outbox runs. Each one is a single round trip; times come from the
+ * database clock (`now()`), never from the Node process. Batches travel as one JSON document
+ * expanded with `jsonb_to_recordset`, so a statement's shape does not depend on batch size.
+ *
+ * Row states: live (`dispatched_at IS NULL AND dead_at IS NULL`), dead (`dispatched_at IS NULL
+ * AND dead_at IS NOT NULL`) and delivered (`dispatched_at IS NOT NULL`). A row is leased while
+ * `lease_expires_at > now()`. Every statement is a SELECT at the top (writes live in CTEs) so
+ * the driver returns rows the same way for all of them.
+ */
+
+/**
+ * Inserts a batch and wakes listeners. The NOTIFY is queued on the caller's connection, so it
+ * is delivered only if the caller's transaction commits.
+ * $1 jsonb array of rows, $2 channel.
+ */
+export const ENQUEUE = `
+  WITH inserted AS (
+    INSERT INTO outbox_event
+      (id, type, aggregate_type, aggregate_id, organization_id, request_id, payload, metadata)
+    SELECT id, type, aggregate_type, aggregate_id, organization_id, request_id, payload, metadata
+    FROM jsonb_to_recordset($1::jsonb) AS r(
+      id uuid, type text, aggregate_type text, aggregate_id text,
+      organization_id text, request_id text, payload jsonb, metadata jsonb)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id
+  )
+  SELECT pg_notify($2, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS any_inserted
+`;
+
+/**
+ * Leases due live rows and due dead rows in one statement. Dead rows take at most half the
+ * batch; live rows fill the rest in claim order. Rows another relay holds are skipped, not
+ * waited for.
+ * $1 limit, $2 lease ms, $3 dead retry ms, $4 types (text[] or null).
+ */
+export const CLAIM = `
+  WITH due_dead AS (
+    SELECT id
+    FROM outbox_event
+    WHERE dispatched_at IS NULL
+      AND dead_at IS NOT NULL
+      AND dead_at <= now() - make_interval(secs => $3 / 1000.0)
+      AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+      AND ($4::text[] IS NULL OR type = ANY ($4::text[]))
+    ORDER BY dead_at, id
+    LIMIT ceil($1::int / 2.0)::int
+    FOR UPDATE SKIP LOCKED
+  ),
+  due_live AS (
+    SELECT id
+    FROM outbox_event
+    WHERE dispatched_at IS NULL
+      AND dead_at IS NULL
+      AND next_attempt_at <= now()
+      AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+      AND ($4::text[] IS NULL OR type = ANY ($4::text[]))
+    ORDER BY occurred_at, id
+    LIMIT (SELECT $1::int - count(*) FROM due_dead)
+    FOR UPDATE SKIP LOCKED
+  ),
+  due AS (
+    SELECT id FROM due_dead
+    UNION
+    SELECT id FROM due_live
+  ),
+  claimed AS (
+    UPDATE outbox_event AS e
+    SET attempts = e.attempts + 1,
+        lease_expires_at = now() + make_interval(secs => $2 / 1000.0)
+    FROM due
+    WHERE e.id = due.id
+    RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
+              e.payload, e.metadata, e.occurred_at, e.attempts, e.lease_expires_at,
+              e.deliveries, e.dead_at, e.last_error
+  )
+  SELECT * FROM claimed ORDER BY occurred_at, id
+`;
+
+/**
+ * Handler names of a settle become `{name: now()}`; existing entries win, so a delivery time
+ * once written never moves and a settle can only add handlers.
+ */
+const MERGED_DELIVERIES = `
+  (SELECT coalesce(jsonb_object_agg(handler, now()), '{}'::jsonb)
+   FROM unnest(s.handlers) AS handler) || e.deliveries
+`;
+
+/**
+ * Marks claimed rows delivered, each only if it still holds the attempt it was claimed with.
+ * $1 jsonb array of {id, attempts, handlers}.
+ */
+export const MARK_DELIVERED = `
+  WITH settled AS (
+    UPDATE outbox_event AS e
+    SET dispatched_at = now(),
+        lease_expires_at = NULL,
+        last_error = NULL,
+        deliveries = ${MERGED_DELIVERIES}
+    FROM jsonb_to_recordset($1::jsonb) AS s(id uuid, attempts integer, handlers text[])
+    WHERE e.id = s.id
+      AND e.attempts = s.attempts
+      AND e.dispatched_at IS NULL
+    RETURNING e.id
+  )
+  SELECT id FROM settled
+`;
+
+/**
+ * Records a failed attempt, each row only if it still holds the attempt it was claimed with.
+ * A live row below the limit is scheduled again; at the limit it becomes dead and, in the same
+ * statement, one `outbox.event.dead` event is inserted (never for a dead announcement itself,
+ * which would otherwise announce its own death forever). A dead row that fails on replay stays
+ * dead with a new dead time and announces nothing.
+ * $1 jsonb array of {id, attempts, handlers, failed_handlers, error, retry_ms, dead_event_id},
+ * $2 max attempts, $3 channel, $4 dead event type, $5 dead event aggregate type.
+ */
+export const MARK_FAILED = `
+  WITH input AS (
+    SELECT *
+    FROM jsonb_to_recordset($1::jsonb) AS s(
+      id uuid, attempts integer, handlers text[], failed_handlers text[],
+      error text, retry_ms double precision, dead_event_id uuid)
+  ),
+  current AS (
+    SELECT e.id, e.dead_at IS NULL AND s.attempts >= $2 AS becomes_dead
+    FROM outbox_event AS e
+    JOIN input AS s ON s.id = e.id
+    WHERE e.attempts = s.attempts
+      AND e.dispatched_at IS NULL
+    FOR UPDATE OF e
+  ),
+  settled AS (
+    UPDATE outbox_event AS e
+    SET lease_expires_at = NULL,
+        last_error = s.error,
+        deliveries = ${MERGED_DELIVERIES},
+        next_attempt_at = CASE
+          WHEN e.dead_at IS NULL AND NOT c.becomes_dead
+            THEN now() + make_interval(secs => s.retry_ms / 1000.0)
+          ELSE e.next_attempt_at
+        END,
+        dead_at = CASE
+          WHEN e.dead_at IS NOT NULL OR c.becomes_dead THEN now()
+        END
+    FROM input AS s, current AS c
+    WHERE e.id = s.id
+      AND c.id = s.id
+      AND e.attempts = s.attempts
+    RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id,
+              e.request_id, e.attempts, e.last_error, c.becomes_dead,
+              s.failed_handlers, s.dead_event_id
+  ),
+  announced AS (
+    INSERT INTO outbox_event
+      (id, type, aggregate_type, aggregate_id, organization_id, request_id, payload)
+    SELECT dead_event_id, $4, $5, id::text, organization_id, request_id,
+           jsonb_build_object(
+             'eventId', id,
+             'type', type,
+             'aggregateType', aggregate_type,
+             'aggregateId', aggregate_id,
+             'attempts', attempts,
+             'failedHandlers', to_jsonb(coalesce(failed_handlers, '{}'::text[])),
+             'lastError', last_error)
+    FROM settled
+    WHERE becomes_dead
+      AND type <> $4
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id
+  ),
+  woken AS (
+    SELECT pg_notify($3, '') FROM (SELECT 1 FROM announced LIMIT 1) AS any_announced
+  )
+  SELECT id, becomes_dead, (SELECT count(*) FROM woken) AS woken
+  FROM settled
+`;
+
+/**
+ * Counts and timings for the dispatcher's next wake and for health reports.
+ * $1 dead retry ms, $2 types (text[] or null).
+ */
+export const PENDING_STATE = `
+  WITH unsettled AS (
+    SELECT occurred_at, dead_at,
+           CASE
+             WHEN dead_at IS NULL THEN greatest(next_attempt_at, lease_expires_at)
+             ELSE greatest(dead_at + make_interval(secs => $1 / 1000.0), lease_expires_at)
+           END AS due_at
+    FROM outbox_event
+    WHERE dispatched_at IS NULL
+      AND ($2::text[] IS NULL OR type = ANY ($2::text[]))
+  )
+  SELECT
+    count(*) FILTER (WHERE dead_at IS NULL)::int AS live,
+    count(*) FILTER (WHERE dead_at IS NOT NULL)::int AS dead,
+    CASE WHEN count(*) > 0
+      THEN greatest(0, extract(epoch FROM min(due_at) - now()) * 1000)::float8
+    END AS next_due_in_ms,
+    (extract(epoch FROM now() - min(occurred_at) FILTER (WHERE dead_at IS NULL)) * 1000)::float8
+      AS oldest_live_age_ms
+  FROM unsettled
+`;
+
+/**
+ * Deletes one batch of delivered rows past the retention. Live and dead rows are never
+ * candidates, and rows locked by anyone are skipped rather than waited for.
+ * $1 retention ms, $2 batch size.
+ */
+export const SWEEP_BATCH = `
+  WITH expired AS (
+    SELECT id
+    FROM outbox_event
+    WHERE dispatched_at < now() - make_interval(secs => $1 / 1000.0)
+    ORDER BY dispatched_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+  ),
+  deleted AS (
+    DELETE FROM outbox_event AS e
+    USING expired
+    WHERE e.id = expired.id
+    RETURNING 1
+  )
+  SELECT count(*)::int AS deleted FROM deleted
+`;

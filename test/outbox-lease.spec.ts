@@ -1,0 +1,745 @@
+import type { Client, Notification } from 'pg';
+import { DataSource } from 'typeorm';
+import {
+  OUTBOX_ENTITIES,
+  OUTBOX_EVENT_DEAD,
+  OutboxRepository,
+  type NewOutboxEvent,
+  type OutboxEventDeadPayload,
+  type OutboxRecord,
+  type OutboxResult,
+} from '@app/outbox';
+import { CLAIM } from '@app/outbox/outbox.sql';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+
+/**
+ * The lease proof: every guarantee the relay builds on, shown against a real PostgreSQL with
+ * real concurrent connections. Time is moved by rewriting timestamps relative to the SQL clock
+ * (`now() - interval`), never by reading the Node clock.
+ */
+
+const CHANNEL = 'outbox_lease_proof';
+const HOUR = 3_600_000;
+const LEASE = { leaseMs: 60_000, deadRetryMs: HOUR };
+
+let db: TestDatabase;
+let repo: OutboxRepository;
+let sql: Client;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  repo = new OutboxRepository(db.dataSource, { channel: CHANNEL });
+  sql = await db.connect();
+});
+
+afterAll(async () => {
+  await db?.close();
+});
+
+beforeEach(async () => {
+  await sql.query('TRUNCATE outbox_event');
+});
+
+function value<T>(result: OutboxResult<T>): T {
+  if (!result.ok) throw result.error;
+  return result.value;
+}
+
+function event(overrides: Partial<NewOutboxEvent> = {}): NewOutboxEvent {
+  return {
+    type: 'invoice.paid',
+    aggregateType: 'invoice',
+    aggregateId: 'inv-1',
+    organizationId: 'org-1',
+    requestId: 'req-1',
+    payload: { amount: 100 },
+    ...overrides,
+  };
+}
+
+async function enqueue(...events: NewOutboxEvent[]): Promise<string[]> {
+  return db.dataSource.transaction(async (manager) => value(await repo.enqueue(manager, events)));
+}
+
+async function claim(limit = 100, options: Partial<typeof LEASE> & { types?: string[] } = {}) {
+  return value(await repo.claim({ limit, ...LEASE, ...options }));
+}
+
+async function row(id: string) {
+  const { rows } = await sql.query('SELECT * FROM outbox_event WHERE id = $1', [id]);
+  return rows[0] as Record<string, any> | undefined;
+}
+
+/** Ends the lease of a row as if its time had run out, on the SQL clock. */
+async function expireLease(id: string) {
+  await sql.query(
+    `UPDATE outbox_event SET lease_expires_at = now() - interval '1 millisecond' WHERE id = $1`,
+    [id],
+  );
+}
+
+async function deadEvents(): Promise<OutboxEventDeadPayload[]> {
+  const { rows } = await sql.query<{ payload: OutboxEventDeadPayload }>(
+    'SELECT payload FROM outbox_event WHERE type = $1',
+    [OUTBOX_EVENT_DEAD],
+  );
+  return rows.map((r) => r.payload);
+}
+
+/** Collects notifications on a dedicated connection. */
+async function listen(...channels: string[]) {
+  const client = await db.connect();
+  const received: Notification[] = [];
+  const waiters: Array<() => void> = [];
+  client.on('notification', (n) => {
+    received.push(n);
+    waiters.splice(0).forEach((wake) => wake());
+  });
+  for (const channel of channels) await client.query(`LISTEN ${client.escapeIdentifier(channel)}`);
+  return {
+    received,
+    /** Resolves once a notification on `channel` has arrived. */
+    async next(channel: string): Promise<void> {
+      while (!received.some((n) => n.channel === channel)) {
+        await new Promise<void>((wake) => waiters.push(wake));
+      }
+    },
+  };
+}
+
+/**
+ * PostgreSQL delivers notifications to a listener in commit order, so once a sentinel NOTIFY
+ * committed after a point has arrived, every notification committed before that point has too.
+ */
+async function sendSentinel(channel = 'sentinel') {
+  await sql.query(`NOTIFY ${channel}`);
+}
+
+describe('outbox lease proof', () => {
+  it('1. an enqueue in a rolled-back transaction leaves no row and wakes no listener', async () => {
+    const listener = await listen(CHANNEL, 'sentinel');
+    let id = '';
+    await expect(
+      db.dataSource.transaction(async (manager) => {
+        [id] = value(await repo.enqueue(manager, event()));
+        throw new Error('roll back');
+      }),
+    ).rejects.toThrow('roll back');
+
+    await sendSentinel();
+    await listener.next('sentinel');
+    expect(listener.received.filter((n) => n.channel === CHANNEL)).toHaveLength(0);
+    expect(id).not.toBe('');
+    expect(await row(id)).toBeUndefined();
+  });
+
+  it('2. an enqueue in a committed transaction wakes a listener on another connection only after COMMIT', async () => {
+    const listener = await listen(CHANNEL, 'sentinel');
+    const runner = db.dataSource.createQueryRunner();
+    await runner.connect();
+    try {
+      await runner.startTransaction();
+      const [id] = value(await repo.enqueue(runner.manager, event()));
+
+      await sendSentinel();
+      await listener.next('sentinel');
+      expect(listener.received.filter((n) => n.channel === CHANNEL)).toHaveLength(0);
+      expect(await row(id)).toBeUndefined(); // not visible to others before commit
+
+      await runner.commitTransaction();
+      await listener.next(CHANNEL);
+      expect(listener.received.filter((n) => n.channel === CHANNEL)).toHaveLength(1);
+      expect(await row(id)).toBeDefined();
+    } finally {
+      await runner.release();
+    }
+  });
+
+  it('3. enqueueing the same event id twice keeps one row and raises nothing', async () => {
+    const [id] = await enqueue(event({ payload: { version: 1 } }));
+    await expect(enqueue(event({ id, payload: { version: 2 } }))).resolves.toEqual([id]);
+    await expect(enqueue(event({ id }), event({ id }))).resolves.toEqual([id, id]);
+
+    const { rows } = await sql.query('SELECT id, payload FROM outbox_event');
+    expect(rows).toEqual([{ id, payload: { version: 1 } }]);
+  });
+
+  it('4. claim returns rows in (occurred_at, id) order and respects the limit', async () => {
+    // Three transactions so occurred_at differs; the middle one holds two events that share a
+    // transaction time and are ordered by their time-ordered ids.
+    const [first] = await enqueue(event());
+    const [second, third] = await enqueue(event(), event());
+    const [fourth] = await enqueue(event());
+    await sql.query(
+      `UPDATE outbox_event SET occurred_at = now() - interval '1 hour' WHERE id = $1`,
+      [fourth],
+    );
+
+    const claimed = await claim(3);
+    expect(claimed.map((r) => r.id)).toEqual([fourth, first, second]);
+    expect((await claim(3)).map((r) => r.id)).toEqual([third]);
+  });
+
+  it('5. two claims started together on two connections never return the same row, and together return every due row', async () => {
+    const total = 300;
+    const ids = await enqueue(
+      ...Array.from({ length: total }, (_, i) => event({ aggregateId: `a${i}` })),
+    );
+    const other = new DataSource({ type: 'postgres', url: db.url, entities: [...OUTBOX_ENTITIES] });
+    await other.initialize();
+    const otherRepo = new OutboxRepository(other, { channel: CHANNEL });
+    const gate = await db.connect();
+    try {
+      // Hold both claims behind a table lock so they start at the same moment once released.
+      await gate.query('BEGIN');
+      await gate.query('LOCK TABLE outbox_event IN EXCLUSIVE MODE');
+      const claims = Promise.all([
+        repo.claim({ limit: 200, ...LEASE }),
+        otherRepo.claim({ limit: 200, ...LEASE }),
+      ]);
+      await waitFor(async () => {
+        const { rows } = await sql.query(
+          `SELECT count(*)::int AS waiting FROM pg_stat_activity
+           WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        );
+        return rows[0].waiting === 2;
+      });
+      await gate.query('COMMIT');
+      const [a, b] = (await claims).map(value);
+
+      const idsA = a.map((r) => r.id);
+      const idsB = b.map((r) => r.id);
+      expect(idsA.filter((id) => idsB.includes(id))).toEqual([]);
+      expect([...idsA, ...idsB].sort()).toEqual([...ids].sort());
+      expect(a.length).toBeGreaterThan(0);
+      expect(b.length).toBeGreaterThan(0);
+    } finally {
+      await other.destroy();
+    }
+  });
+
+  it('6. claim bumps attempts and sets the lease end from the SQL clock', async () => {
+    const [id] = await enqueue(event());
+    const before = await sqlNow();
+    const [claimed] = await claim(10, { leaseMs: 90_000 });
+    const after = await sqlNow();
+
+    expect(claimed.attempts).toBe(1);
+    const stored = await row(id);
+    expect(stored!.attempts).toBe(1);
+    expect(stored!.lease_expires_at).toEqual(claimed.leaseExpiresAt);
+    const leaseStart = claimed.leaseExpiresAt.getTime() - 90_000;
+    expect(leaseStart).toBeGreaterThanOrEqual(before.getTime());
+    expect(leaseStart).toBeLessThanOrEqual(after.getTime());
+  });
+
+  it('7. a leased row is not claimable until its lease ends, then is claimable again with one more attempt', async () => {
+    const [id] = await enqueue(event());
+    const [first] = await claim(10, { leaseMs: 400 });
+    expect(await claim()).toEqual([]);
+
+    // Wait on the real SQL clock for the lease to run out.
+    let again: OutboxRecord[] = [];
+    await waitFor(async () => (again = await claim()).length > 0);
+    expect(again.map((r) => r.id)).toEqual([id]);
+    expect(again[0].attempts).toBe(first.attempts + 1);
+    expect((await sqlNow()).getTime()).toBeGreaterThanOrEqual(first.leaseExpiresAt.getTime());
+  });
+
+  it('8. a settle with a stale attempt count writes nothing; the fresh one writes', async () => {
+    const [id] = await enqueue(event());
+    const [stale] = await claim();
+    await expireLease(id);
+    const [fresh] = await claim();
+    expect(fresh.attempts).toBe(stale.attempts + 1);
+
+    const staleDelivered = value(
+      await repo.markDelivered([{ id, attempts: stale.attempts, handlers: ['audit-log'] }]),
+    );
+    expect(staleDelivered).toEqual({ settled: [], stale: [id] });
+    const staleFailed = value(
+      await repo.markFailed(
+        [
+          {
+            id,
+            attempts: stale.attempts,
+            handlers: [],
+            failedHandlers: ['x'],
+            error: 'late',
+            retryDelayMs: 0,
+          },
+        ],
+        { maxAttempts: 1 },
+      ),
+    );
+    expect(staleFailed).toEqual({ settled: [], stale: [id], newlyDead: [] });
+    const untouched = await row(id);
+    expect(untouched).toMatchObject({
+      dispatched_at: null,
+      dead_at: null,
+      last_error: null,
+      deliveries: {},
+    });
+    expect(untouched!.lease_expires_at).toEqual(fresh.leaseExpiresAt);
+
+    const written = value(
+      await repo.markDelivered([{ id, attempts: fresh.attempts, handlers: ['audit-log'] }]),
+    );
+    expect(written).toEqual({ settled: [id], stale: [] });
+    const delivered = await row(id);
+    expect(delivered!.dispatched_at).toBeInstanceOf(Date);
+    expect(delivered!.lease_expires_at).toBeNull();
+    expect(Object.keys(delivered!.deliveries)).toEqual(['audit-log']);
+  });
+
+  it('9. partial deliveries from two settles merge; a stale copy never erases a delivered handler', async () => {
+    const [id] = await enqueue(event());
+    const [attempt1] = await claim();
+    value(
+      await repo.markFailed(
+        [
+          {
+            id,
+            attempts: attempt1.attempts,
+            handlers: ['audit-log'],
+            failedHandlers: ['webhook-fanout'],
+            error: new Error('receiver down'),
+            retryDelayMs: 0,
+          },
+        ],
+        { maxAttempts: 10 },
+      ),
+    );
+    const auditTime = (await row(id))!.deliveries['audit-log'];
+    expect(auditTime).toEqual(expect.any(String));
+
+    const [attempt2] = await claim();
+    expect(Object.keys(attempt2.deliveries)).toEqual(['audit-log']);
+    // The relay re-sends a handler it already knows about alongside the new one; the first
+    // delivery time is kept.
+    value(
+      await repo.markDelivered([
+        { id, attempts: attempt2.attempts, handlers: ['webhook-fanout', 'audit-log'] },
+      ]),
+    );
+    // A copy of the row from attempt 1, settled late with what it saw then.
+    const late = value(
+      await repo.markFailed(
+        [
+          {
+            id,
+            attempts: attempt1.attempts,
+            handlers: [],
+            failedHandlers: ['audit-log', 'webhook-fanout'],
+            error: 'x',
+            retryDelayMs: 0,
+          },
+        ],
+        { maxAttempts: 10 },
+      ),
+    );
+    expect(late.stale).toEqual([id]);
+
+    const merged = (await row(id))!.deliveries;
+    expect(Object.keys(merged).sort()).toEqual(['audit-log', 'webhook-fanout']);
+    expect(merged['audit-log']).toBe(auditTime);
+  });
+
+  it('10. a failed row is not claimable before its next due time', async () => {
+    const [id] = await enqueue(event());
+    const [claimed] = await claim();
+    const before = await sqlNow();
+    value(
+      await repo.markFailed(
+        [
+          {
+            id,
+            attempts: claimed.attempts,
+            handlers: [],
+            failedHandlers: ['h'],
+            error: 'boom',
+            retryDelayMs: 500,
+          },
+        ],
+        { maxAttempts: 10 },
+      ),
+    );
+    const stored = await row(id);
+    expect(stored!.lease_expires_at).toBeNull();
+    expect(stored!.next_attempt_at.getTime()).toBeGreaterThanOrEqual(before.getTime() + 500);
+    expect(await claim()).toEqual([]);
+
+    let again: OutboxRecord[] = [];
+    await waitFor(async () => (again = await claim()).length > 0);
+    expect(again[0].attempts).toBe(2);
+    expect((await sqlNow()).getTime()).toBeGreaterThanOrEqual(stored!.next_attempt_at.getTime());
+  });
+
+  it('11. at max attempts the row becomes dead and exactly one outbox.event.dead event exists, also after further failures', async () => {
+    const [id] = await enqueue(event({ type: 'member.invited', aggregateId: 'm-7' }));
+    const fail = async (attempts: number) =>
+      value(
+        await repo.markFailed(
+          [
+            {
+              id,
+              attempts,
+              handlers: ['audit-log'],
+              failedHandlers: ['webhook-fanout'],
+              error: new Error('503'),
+              retryDelayMs: 0,
+            },
+          ],
+          { maxAttempts: 3 },
+        ),
+      );
+
+    for (const attempt of [1, 2]) {
+      const [claimed] = await claim(10, { types: ['member.invited'] });
+      expect(claimed.attempts).toBe(attempt);
+      expect(await fail(attempt)).toEqual({ settled: [id], stale: [], newlyDead: [] });
+      expect((await row(id))!.dead_at).toBeNull();
+    }
+    const [third] = await claim(10, { types: ['member.invited'] });
+    expect(await fail(third.attempts)).toEqual({ settled: [id], stale: [], newlyDead: [id] });
+    const dead = await row(id);
+    expect(dead!.dead_at).toBeInstanceOf(Date);
+
+    const announced = await deadEvents();
+    expect(announced).toEqual([
+      {
+        eventId: id,
+        type: 'member.invited',
+        aggregateType: 'invoice',
+        aggregateId: 'm-7',
+        attempts: 3,
+        failedHandlers: ['webhook-fanout'],
+        lastError: 'Error: 503',
+      },
+    ]);
+    const { rows: announcement } = await sql.query(
+      'SELECT aggregate_type, aggregate_id, organization_id, request_id FROM outbox_event WHERE type = $1',
+      [OUTBOX_EVENT_DEAD],
+    );
+    expect(announcement).toEqual([
+      {
+        aggregate_type: 'outbox_event',
+        aggregate_id: id,
+        organization_id: 'org-1',
+        request_id: 'req-1',
+      },
+    ]);
+
+    // Replays that fail again keep it dead, move its dead time, and announce nothing new.
+    for (let replay = 0; replay < 2; replay++) {
+      const previousDeadAt = (await row(id))!.dead_at as Date;
+      const [again] = await claim(10, { types: ['member.invited'], deadRetryMs: 0 });
+      expect(again.deadAt).toEqual(previousDeadAt);
+      expect(await fail(again.attempts)).toEqual({ settled: [id], stale: [], newlyDead: [] });
+      const after = await row(id);
+      expect(after!.dead_at.getTime()).toBeGreaterThan(previousDeadAt.getTime());
+      expect(after!.dispatched_at).toBeNull();
+    }
+    expect(await deadEvents()).toHaveLength(1);
+  });
+
+  it('11b. a dead announcement that itself runs out of attempts announces nothing', async () => {
+    const [id] = await enqueue(event({ type: OUTBOX_EVENT_DEAD }));
+    const [claimed] = await claim();
+    const outcome = value(
+      await repo.markFailed(
+        [
+          {
+            id,
+            attempts: claimed.attempts,
+            handlers: [],
+            failedHandlers: ['h'],
+            error: 'x',
+            retryDelayMs: 0,
+          },
+        ],
+        { maxAttempts: 1 },
+      ),
+    );
+    expect(outcome.newlyDead).toEqual([id]);
+    const { rows } = await sql.query('SELECT count(*)::int AS n FROM outbox_event');
+    expect(rows[0].n).toBe(1);
+  });
+
+  it('12. a dead row is claimed again only after the dead retry delay, by the same claim statement', async () => {
+    const [deadId] = await enqueue(event({ type: 'dead.one' }));
+    const [claimed] = await claim();
+    value(
+      await repo.markFailed(
+        [
+          {
+            id: deadId,
+            attempts: claimed.attempts,
+            handlers: [],
+            failedHandlers: ['h'],
+            error: 'x',
+            retryDelayMs: 0,
+          },
+        ],
+        { maxAttempts: 1 },
+      ),
+    );
+    const deadAt = (await row(deadId))!.dead_at as Date;
+    const [liveId] = await enqueue(event({ type: 'live.one' }));
+    const deadRetryMs = 500;
+
+    // One claim returns the live row (and the announcement) but not the resting dead row.
+    const first = await claim(10, { deadRetryMs });
+    expect(first.map((r) => r.id)).toContain(liveId);
+    expect(first.map((r) => r.id)).not.toContain(deadId);
+
+    let replay: OutboxRecord[] = [];
+    await waitFor(async () => (replay = await claim(10, { deadRetryMs })).length > 0);
+    expect(replay.map((r) => r.id)).toEqual([deadId]);
+    expect(replay[0].deadAt).toEqual(deadAt);
+    expect(replay[0].attempts).toBe(2);
+    expect((await sqlNow()).getTime()).toBeGreaterThanOrEqual(deadAt.getTime() + deadRetryMs);
+  });
+
+  it('13. a dead row delivered on replay counts as delivered and leaves the dead set', async () => {
+    const [id] = await enqueue(event({ type: 'replayed' }));
+    const [claimed] = await claim(10, { types: ['replayed'] });
+    value(
+      await repo.markFailed(
+        [
+          {
+            id,
+            attempts: claimed.attempts,
+            handlers: ['a'],
+            failedHandlers: ['b'],
+            error: 'x',
+            retryDelayMs: 0,
+          },
+        ],
+        { maxAttempts: 1 },
+      ),
+    );
+    expect(value(await repo.pendingState({ deadRetryMs: HOUR, types: ['replayed'] })).dead).toBe(1);
+
+    const [replay] = await claim(10, { types: ['replayed'], deadRetryMs: 0 });
+    expect(replay.deliveries).toEqual({ a: expect.any(String) });
+    expect(
+      value(await repo.markDelivered([{ id, attempts: replay.attempts, handlers: ['b'] }])),
+    ).toEqual({
+      settled: [id],
+      stale: [],
+    });
+
+    const state = value(await repo.pendingState({ deadRetryMs: 0, types: ['replayed'] }));
+    expect(state).toMatchObject({ dead: 0, live: 0, nextDueInMs: null });
+    expect(await claim(10, { types: ['replayed'], deadRetryMs: 0 })).toEqual([]);
+    const delivered = await row(id);
+    expect(delivered!.dispatched_at).toBeInstanceOf(Date);
+    expect(delivered!.last_error).toBeNull();
+    expect(Object.keys(delivered!.deliveries).sort()).toEqual(['a', 'b']);
+  });
+
+  it('14. the type filter returns only the named types', async () => {
+    const [paid] = await enqueue(event({ type: 'invoice.paid' }));
+    const [invited] = await enqueue(event({ type: 'member.invited' }));
+    await enqueue(event({ type: 'org.created' }));
+
+    const claimed = await claim(10, { types: ['invoice.paid', 'member.invited'] });
+    expect(claimed.map((r) => r.id).sort()).toEqual([paid, invited].sort());
+    const rest = await claim(10);
+    expect(rest.map((r) => r.type)).toEqual(['org.created']);
+  });
+
+  it('15. the CHECK refuses a deliveries value that is not an object', async () => {
+    const [id] = await enqueue(event());
+    for (const bad of ['[]', '"text"', '1', 'null']) {
+      await expect(
+        sql.query(`UPDATE outbox_event SET deliveries = $1::jsonb WHERE id = $2`, [bad, id]),
+      ).rejects.toMatchObject({ code: '23514', constraint: 'outbox_event_deliveries_is_object' });
+    }
+    await expect(
+      sql.query(`UPDATE outbox_event SET deliveries = NULL WHERE id = $1`, [id]),
+    ).rejects.toMatchObject({ code: '23502' });
+    expect((await row(id))!.deliveries).toEqual({});
+  });
+
+  it('16. pendingState reports the next due delay and the oldest live age with future, leased and dead rows present', async () => {
+    expect(value(await repo.pendingState({ deadRetryMs: HOUR }))).toEqual({
+      live: 0,
+      dead: 0,
+      nextDueInMs: null,
+      oldestLiveAgeMs: null,
+    });
+
+    const [future, leased, dead, delivered] = await enqueue(event(), event(), event(), event());
+    await sql.query(
+      `UPDATE outbox_event SET
+         next_attempt_at = CASE id WHEN $1::uuid THEN now() + interval '30 seconds' ELSE next_attempt_at END,
+         occurred_at = CASE id WHEN $1::uuid THEN now() - interval '10 minutes'
+                               WHEN $2::uuid THEN now() - interval '5 minutes'
+                               WHEN $4::uuid THEN now() - interval '1 day' ELSE occurred_at END,
+         lease_expires_at = CASE id WHEN $2::uuid THEN now() + interval '20 seconds' END,
+         attempts = CASE id WHEN $2::uuid THEN 1 ELSE attempts END,
+         dead_at = CASE id WHEN $3::uuid THEN now() - interval '50 minutes' END,
+         dispatched_at = CASE id WHEN $4::uuid THEN now() - interval '1 hour' END`,
+      [future, leased, dead, delivered],
+    );
+
+    // Dead row due in 10 minutes, leased row in 20 s, future row in 30 s.
+    const state = value(await repo.pendingState({ deadRetryMs: HOUR }));
+    expect(state.live).toBe(2);
+    expect(state.dead).toBe(1);
+    expect(state.nextDueInMs).toBeGreaterThan(19_000);
+    expect(state.nextDueInMs).toBeLessThanOrEqual(20_000);
+    expect(state.oldestLiveAgeMs).toBeGreaterThanOrEqual(600_000);
+    expect(state.oldestLiveAgeMs).toBeLessThan(601_000);
+
+    // With a short dead retry the dead row is already due.
+    expect(value(await repo.pendingState({ deadRetryMs: 60_000 })).nextDueInMs).toBe(0);
+    // A due live row makes the delay zero.
+    await enqueue(event());
+    expect(value(await repo.pendingState({ deadRetryMs: HOUR })).nextDueInMs).toBe(0);
+  });
+
+  it('17. the sweep removes delivered rows past the cutoff and keeps newer delivered, live and dead rows', async () => {
+    const ids = await enqueue(...Array.from({ length: 9 }, () => event()));
+    const [old1, old2, old3, old4, old5, recent, live, dead, deadOld] = ids;
+    await sql.query(
+      `UPDATE outbox_event SET dispatched_at = now() - interval '2 hours' WHERE id = ANY($1::uuid[])`,
+      [[old1, old2, old3, old4, old5]],
+    );
+    await sql.query(
+      `UPDATE outbox_event SET dispatched_at = now() - interval '10 minutes' WHERE id = $1`,
+      [recent],
+    );
+    await sql.query(
+      `UPDATE outbox_event SET dead_at = now() - interval '30 days', occurred_at = now() - interval '30 days'
+       WHERE id = ANY($1::uuid[])`,
+      [[dead, deadOld]],
+    );
+
+    expect(value(await repo.sweep({ retentionMs: HOUR, batchSize: 2 }))).toBe(5);
+    const { rows } = await sql.query<{ id: string }>('SELECT id FROM outbox_event');
+    expect(rows.map((r) => r.id).sort()).toEqual([recent, live, dead, deadOld].sort());
+    expect(value(await repo.sweep({ retentionMs: HOUR, batchSize: 2 }))).toBe(0);
+  });
+
+  it('18. a sweep and a claim running together never block each other', async () => {
+    const ids = await enqueue(...Array.from({ length: 6 }, () => event()));
+    const expired = ids.slice(0, 4);
+    const live = ids.slice(4);
+    await sql.query(
+      `UPDATE outbox_event SET dispatched_at = now() - interval '2 hours' WHERE id = ANY($1::uuid[])`,
+      [expired],
+    );
+    // Connections that error instead of waiting on any lock, so a block fails the test.
+    const impatient = new DataSource({
+      type: 'postgres',
+      url: db.url,
+      entities: [...OUTBOX_ENTITIES],
+      extra: { options: '-c lock_timeout=2000' },
+    });
+    await impatient.initialize();
+    const impatientRepo = new OutboxRepository(impatient, { channel: CHANNEL });
+    const claimer = await db.connect();
+    const sweeper = await db.connect();
+    try {
+      // An open claim holding one live row, and an open sweep holding two expired rows.
+      await claimer.query('BEGIN');
+      const held = await claimer.query(CLAIM, [1, 60_000, HOUR, null]);
+      expect(held.rows.map((r) => r.id)).toEqual([live[0]]);
+      await sweeper.query('BEGIN');
+      await sweeper.query(
+        `DELETE FROM outbox_event WHERE id IN (SELECT id FROM outbox_event WHERE id = ANY($1::uuid[]) FOR UPDATE)`,
+        [expired.slice(0, 2)],
+      );
+
+      const [swept, claimed] = await Promise.all([
+        impatientRepo.sweep({ retentionMs: HOUR, batchSize: 10 }),
+        impatientRepo.claim({ limit: 10, ...LEASE }),
+      ]);
+      expect(value(swept)).toBe(2);
+      expect(value(claimed).map((r) => r.id)).toEqual([live[1]]);
+    } finally {
+      await claimer.query('ROLLBACK');
+      await sweeper.query('ROLLBACK');
+      await impatient.destroy();
+    }
+  });
+
+  it('19. with 100,000 delivered rows and 100 live rows, the claim plan reads the pending partial index', async () => {
+    await sql.query(
+      `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, dispatched_at, occurred_at)
+       SELECT gen_random_uuid(), 'bulk.delivered', 'bulk', g::text, '{}'::jsonb,
+              now() - interval '1 day', now() - interval '2 days'
+       FROM generate_series(1, 100000) AS g`,
+    );
+    await enqueue(...Array.from({ length: 100 }, (_, i) => event({ aggregateId: `live-${i}` })));
+    await sql.query('ANALYZE outbox_event');
+
+    const { rows } = await sql.query(`EXPLAIN (FORMAT JSON) ${CLAIM}`, [100, 60_000, HOUR, null]);
+    const scans = planNodes(rows[0]['QUERY PLAN'][0].Plan).filter(
+      (node) => node['Relation Name'] === 'outbox_event',
+    );
+    const plan = JSON.stringify(scans.map((n) => [n['Node Type'], n['Index Name']]));
+    expect(scans.filter((n) => n['Node Type'] === 'Seq Scan')).toEqual([]);
+    expect(scans.map((n) => n['Index Name'])).toContain('outbox_event_pending_idx');
+    expect(plan).toContain('outbox_event_dead_idx');
+    expect((await claim(100)).length).toBe(100);
+  });
+
+  it('20. last_error holds scrubbed, bounded text', async () => {
+    const [id] = await enqueue(event({ type: 'secretive' }));
+    const [claimed] = await claim();
+    const secretError = new Error(
+      `connect to postgres://app:pa55word@db:5432/app failed; Authorization: Bearer tok_ABCDEFGH123; ${'x'.repeat(5000)}`,
+    );
+    value(
+      await repo.markFailed(
+        [
+          {
+            id,
+            attempts: claimed.attempts,
+            handlers: [],
+            failedHandlers: ['h'],
+            error: secretError,
+            retryDelayMs: 0,
+          },
+        ],
+        { maxAttempts: 1 },
+      ),
+    );
+    const stored = (await row(id))!.last_error as string;
+    expect(stored).toContain('postgres://[redacted]@db:5432/app failed');
+    expect(stored).not.toContain('pa55word');
+    expect(stored).not.toContain('tok_ABCDEFGH123');
+    expect(stored.length).toBeLessThanOrEqual(2000);
+    const [announcement] = await deadEvents();
+    expect(announcement.lastError).toBe(stored);
+  });
+});
+
+async function sqlNow(): Promise<Date> {
+  const { rows } = await sql.query<{ now: Date }>('SELECT clock_timestamp() AS now');
+  return rows[0].now;
+}
+
+/** Polls a condition that depends on time passing in the database; gives up after 15 s. */
+async function waitFor(condition: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('condition not reached within 15 s');
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  Plans?: PlanNode[];
+}
+
+function planNodes(node: PlanNode): PlanNode[] {
+  return [node, ...(node.Plans ?? []).flatMap(planNodes)];
+}
