@@ -3,7 +3,11 @@ module.exports = {
   rootDir: '.',
   testEnvironment: 'node',
   moduleFileExtensions: ['ts', 'js', 'json'],
-  testMatch: ['<rootDir>/libs/**/*.spec.ts', '<rootDir>/test/**/*.spec.ts', '<rootDir>/apps/**/*.spec.ts'],
+  testMatch: [
+    '<rootDir>/libs/**/*.spec.ts',
+    '<rootDir>/test/**/*.spec.ts',
+    '<rootDir>/apps/**/*.spec.ts',
+  ],
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: '<rootDir>/tsconfig.json' }] },
   moduleNameMapper: {
     '^@app/outbox$': '<rootDir>/libs/outbox/src',

@@ -719,6 +719,25 @@ describe('outbox lease proof', () => {
   });
 });
 
+describe('outbox lease proof: shutdown', () => {
+  it('21. release gives claimed rows back at once without counting the attempt, and never a re-claimed one', async () => {
+    const [kept, given] = await enqueue(event(), event());
+    const claimed = await claim();
+    expect(claimed.map((r) => r.attempts)).toEqual([1, 1]);
+    await expireLease(kept);
+    const [reclaimed] = await claim();
+    expect(reclaimed).toMatchObject({ id: kept, attempts: 2 });
+
+    const outcome = value(
+      await repo.release(claimed.map((r) => ({ id: r.id, attempts: r.attempts }))),
+    );
+    expect(outcome).toEqual({ settled: [given], stale: [kept] });
+    expect(await row(given)).toMatchObject({ attempts: 0, lease_expires_at: null });
+    expect((await row(kept))!.lease_expires_at).toEqual(reclaimed.leaseExpiresAt);
+    expect((await claim()).map((r) => [r.id, r.attempts])).toEqual([[given, 1]]);
+  });
+});
+
 async function sqlNow(): Promise<Date> {
   const { rows } = await sql.query<{ now: Date }>('SELECT clock_timestamp() AS now');
   return rows[0].now;

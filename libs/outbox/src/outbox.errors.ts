@@ -52,3 +52,64 @@ export class OutboxStoreError extends OutboxError {
     super(OutboxMessages.storeFailure(operation, detail), { cause });
   }
 }
+
+/** `OutboxModule` options failed validation; the boot stops here. */
+export class InvalidOutboxOptionsError extends OutboxError {
+  constructor(
+    readonly problems: ReadonlyArray<{ path: string; value: unknown; messages: string[] }>,
+  ) {
+    super(OutboxMessages.invalidOptions(problems));
+  }
+}
+
+/** A handler name is not kebab-case; names are persisted, so they are kept to one shape. */
+export class InvalidOutboxHandlerNameError extends OutboxError {
+  constructor(
+    readonly handlerName: unknown,
+    readonly location: string,
+  ) {
+    super(OutboxMessages.invalidHandlerName(handlerName, location));
+  }
+}
+
+/** Two handlers share one name for the same event type; their deliveries would collide. */
+export class DuplicateOutboxHandlerError extends OutboxError {
+  constructor(
+    readonly handlerName: string,
+    readonly eventType: string,
+    readonly locations: readonly [string, string],
+  ) {
+    super(OutboxMessages.duplicateHandler(handlerName, eventType, locations));
+  }
+}
+
+/** A handler lives on a request- or transient-scoped provider, which has no instance at delivery time. */
+export class ScopedOutboxHandlerError extends OutboxError {
+  constructor(
+    readonly handlerName: string,
+    readonly location: string,
+  ) {
+    super(OutboxMessages.scopedHandler(handlerName, location));
+  }
+}
+
+/** A handler subscribes to no event type. */
+export class EmptyOutboxHandlerEventsError extends OutboxError {
+  constructor(
+    readonly handlerName: string,
+    readonly location: string,
+    readonly events: unknown,
+  ) {
+    super(OutboxMessages.emptyHandlerEvents(handlerName, location, events));
+  }
+}
+
+/** A handler ran past its time budget; its signal was aborted. */
+export class OutboxHandlerTimeoutError extends OutboxError {
+  constructor(
+    readonly handlerName: string,
+    readonly budgetMs: number,
+  ) {
+    super(OutboxMessages.handlerTimeout(handlerName, budgetMs));
+  }
+}

@@ -1,3 +1,5 @@
+import { scrubError } from './scrub-error';
+
 /** Every message the module raises, in one place so wording stays consistent. */
 export const OutboxMessages = {
   transactionRequired: (operation: string) =>
@@ -8,6 +10,25 @@ export const OutboxMessages = {
     `Outbox event "${eventType}" is not JSON-serialisable: ${path} is ${reason}`,
   invalidEvent: (field: string, value: unknown, expected: string) =>
     `Invalid outbox event: ${field} must be ${expected}, got ${describeValue(value)}`,
+  invalidOptions: (problems: ReadonlyArray<{ path: string; value: unknown; messages: string[] }>) =>
+    `Invalid OutboxModule options:\n` +
+    problems
+      .map((p) => `  - ${p.path} = ${scrubError(describeValue(p.value))}: ${p.messages.join('; ')}`)
+      .join('\n'),
+  invalidHandlerName: (name: unknown, location: string) =>
+    `Outbox handler name ${describeValue(name)} on ${location} must be kebab-case ` +
+    `(lowercase letters and digits separated by single dashes, for example "webhook-fanout")`,
+  duplicateHandler: (name: string, eventType: string, locations: readonly [string, string]) =>
+    `Outbox handler name "${name}" is used twice for event type "${eventType}": ` +
+    `${locations[0]} and ${locations[1]}; give each handler its own name`,
+  scopedHandler: (name: string, location: string) =>
+    `Outbox handler "${name}" on ${location} belongs to a request- or transient-scoped provider; ` +
+    `outbox handlers run outside any request, so the provider must be a singleton`,
+  emptyHandlerEvents: (name: string, location: string, events: unknown) =>
+    `Outbox handler "${name}" on ${location} subscribes to no event: events must be '*' or a ` +
+    `non-empty list of event types, got ${describeValue(events)}`,
+  handlerTimeout: (name: string, budgetMs: number) =>
+    `Outbox handler "${name}" did not finish within its ${budgetMs} ms budget`,
   storeFailure: (operation: string, detail: string) => `Outbox ${operation} failed: ${detail}`,
 } as const;
 
@@ -17,7 +38,7 @@ export function describeValue(value: unknown): string {
   if (typeof value === 'function') return 'a function';
   if (value === undefined) return 'undefined';
   try {
-    return JSON.stringify(value) ?? String(value);
+    return JSON.stringify(value) ?? Object.prototype.toString.call(value);
   } catch {
     return Object.prototype.toString.call(value);
   }

@@ -141,6 +141,24 @@ export class OutboxRepository {
     );
   }
 
+  /**
+   * Gives back claimed rows whose handlers never started, so another instance can take them at
+   * once; the attempt that never ran is not counted.
+   */
+  async release(
+    claims: readonly { id: string; attempts: number }[],
+  ): Promise<OutboxResult<SettleOutcome>> {
+    if (claims.length === 0) return ok({ settled: [], stale: [] });
+    const input = claims.map((c) => ({ id: c.id, attempts: c.attempts }));
+    return this.run(
+      'release',
+      this.dataSource,
+      SQL.RELEASE,
+      [JSON.stringify(input)],
+      (rows: { id: string }[]) => splitStale(claims, rows),
+    );
+  }
+
   /** When the next row is due, how old the oldest live row is, and how many are live and dead. */
   async pendingState(options: PendingStateOptions): Promise<OutboxResult<PendingState>> {
     const types = options.types?.length ? [...options.types] : null;

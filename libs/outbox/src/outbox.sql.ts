@@ -224,3 +224,22 @@ export const SWEEP_BATCH = `
   )
   SELECT count(*)::int AS deleted FROM deleted
 `;
+
+/**
+ * Gives back claimed rows whose handlers never started (the dispatcher is stopping): the lease
+ * ends now and the attempt that never ran is not counted.
+ * $1 jsonb array of {id, attempts}.
+ */
+export const RELEASE = `
+  WITH released AS (
+    UPDATE outbox_event AS e
+    SET lease_expires_at = NULL,
+        attempts = e.attempts - 1
+    FROM jsonb_to_recordset($1::jsonb) AS s(id uuid, attempts integer)
+    WHERE e.id = s.id
+      AND e.attempts = s.attempts
+      AND e.dispatched_at IS NULL
+    RETURNING e.id
+  )
+  SELECT id FROM released
+`;

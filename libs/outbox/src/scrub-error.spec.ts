@@ -42,6 +42,16 @@ describe('scrubError', () => {
     expect(scrubError(err)).toBe('TypeError [E_BAD]: bad input');
   });
 
+  it('describes errors from another realm by their name and message', () => {
+    const foreign = {
+      name: 'Error',
+      message: 'connect ECONNREFUSED 127.0.0.1:1',
+      code: 'ECONNREFUSED',
+      stack: '',
+    };
+    expect(scrubError(foreign)).toBe('Error [ECONNREFUSED]: connect ECONNREFUSED 127.0.0.1:1');
+  });
+
   it('describes non-Error throwables', () => {
     expect(scrubError('plain text')).toBe('plain text');
     expect(scrubError({ reason: 'nope' })).toBe('{"reason":"nope"}');

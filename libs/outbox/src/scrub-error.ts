@@ -65,9 +65,11 @@ export function scrubError(err: unknown, maxLength = MAX_ERROR_LENGTH): string {
 }
 
 function describeError(err: unknown): string {
-  if (err instanceof Error) {
-    const code = (err as { code?: unknown }).code;
-    const prefix = typeof code === 'string' && code !== '' ? `${err.name} [${code}]` : err.name;
+  // Duck-typed rather than `instanceof Error`: errors from another realm (a VM context, a
+  // test sandbox) are still errors.
+  if (isErrorLike(err)) {
+    const name = typeof err.name === 'string' && err.name !== '' ? err.name : 'Error';
+    const prefix = typeof err.code === 'string' && err.code !== '' ? `${name} [${err.code}]` : name;
     return err.message ? `${prefix}: ${err.message}` : prefix;
   }
   if (typeof err === 'string') return err;
@@ -76,4 +78,13 @@ function describeError(err: unknown): string {
   } catch {
     return String(err);
   }
+}
+
+function isErrorLike(err: unknown): err is { name?: unknown; message: string; code?: unknown } {
+  return (
+    typeof err === 'object' &&
+    err !== null &&
+    typeof (err as { message?: unknown }).message === 'string' &&
+    (err instanceof Error || 'stack' in err)
+  );
 }

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL 15 for CI, so the SQL suites are proven on a second major version
+# next to embedded PostgreSQL 18.
+#
+#   .ci/start-postgres-15.sh install        binaries and the postgres OS user (needs root)
+#   .ci/start-postgres-15.sh start          prints a directory; its `url` file holds DATABASE_URL
+#   .ci/start-postgres-15.sh stop <dir>     stops that server and removes the directory
+#
+# Logs go to stderr so `dir=$(... start)` captures only the directory.
+set -euo pipefail
+
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+
+log() { echo "[postgres-15] $*" >&2; }
+
+# initdb and postgres refuse to run as root; as any other user they run as that user.
+as_postgres() {
+  if [ "$(id -u)" -eq 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+install_postgres() {
+  if [ ! -x "$PG_BIN/postgres" ]; then
+    log "installing PostgreSQL 15 with apt-get"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # postgresql-common first, so the package's automatic `main` cluster (a second server on
+    # 5432 that nothing here uses) can be switched off before the server package arrives.
+    apt-get install -y -qq --no-install-recommends postgresql-common >&2
+    sed -ri 's/^#?\s*create_main_cluster\s*=.*/create_main_cluster = false/' \
+      /etc/postgresql-common/createcluster.conf
+    apt-get install -y -qq --no-install-recommends postgresql-15 >&2 ||
+      apt-get install -y -qq --no-install-recommends postgresql >&2
+    [ -x "$PG_BIN/postgres" ] || { log "no PostgreSQL 15 binaries in $PG_BIN after install"; exit 1; }
+  fi
+  # The Debian package creates this user; a machine with binaries from elsewhere may lack it.
+  # A system user, as the package would make: its postinst aborts on a non-system `postgres`.
+  if ! id -u postgres >/dev/null 2>&1; then
+    log "creating the postgres OS user"
+    useradd --system --user-group --home-dir /var/lib/postgresql --shell /bin/bash postgres
+  fi
+}
+
+free_port() {
+  node -e "const s = require('net').createServer(); s.listen(0, '127.0.0.1', () => { console.log(s.address().port); s.close(); });"
+}
+
+start_postgres() {
+  install_postgres
+  local dir port
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/outbox-pg15.XXXXXX")
+  if [ "$(id -u)" -eq 0 ]; then
+    chown postgres: "$dir"
+  fi
+  port=$(free_port)
+
+  # Trust on 127.0.0.1 only: the server lives for one CI job and listens nowhere else.
+  as_postgres "$PG_BIN/initdb" -D "$dir/data" -U postgres --auth-host=trust --auth-local=trust \
+    --no-sync >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
+  # No Unix socket: /var/run/postgresql may not exist on a fresh machine, and tests use TCP.
+  if ! as_postgres "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start \
+    -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=''" >&2; then
+    cat "$dir/postgres.log" >&2
+    exit 1
+  fi
+
+  echo "postgres://postgres@127.0.0.1:$port/postgres" >"$dir/url"
+  log "PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$port, data in $dir"
+  echo "$dir"
+}
+
+stop_postgres() {
+  local dir=${1:?usage: stop <dir>}
+  if [ -f "$dir/data/postmaster.pid" ]; then
+    as_postgres "$PG_BIN/pg_ctl" -D "$dir/data" -m fast -w stop >&2 || true
+  fi
+  rm -rf "$dir"
+  log "stopped and removed $dir"
+}
+
+case "${1:-}" in
+  install) install_postgres ;;
+  start) start_postgres ;;
+  stop) stop_postgres "${2:-}" ;;
+  *)
+    echo "usage: $0 install | start | stop <dir>" >&2
+    exit 2
+    ;;
+esac

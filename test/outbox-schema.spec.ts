@@ -1,0 +1,97 @@
+import { OutboxEventEntity } from '../libs/outbox/src/outbox-event.entity';
+import { OUTBOX_TABLE } from '../libs/outbox/src/outbox.constants';
+import { entityDeclarations, migratedChecks, migratedIndexes } from './support/schema-catalog';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+
+/**
+ * The migration is the schema; the entity is how TypeORM sees it. Drift between them makes
+ * TypeORM plan ALTERs nobody meant, or read the table through the wrong shape.
+ */
+describe('outbox schema', () => {
+  let db: TestDatabase;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+
+  afterAll(async () => {
+    await db?.close();
+  });
+
+  it('leaves TypeORM nothing to change after the migrations', async () => {
+    const plan = await db.dataSource.driver.createSchemaBuilder().log();
+
+    // Comparing to [] makes Jest print every pending statement when this fails.
+    expect(plan.upQueries.map((query) => query.query)).toEqual([]);
+  });
+
+  it('declares in the entity the same partial indexes and CHECK the migration creates', async () => {
+    const declared = await entityDeclarations(db.dataSource, OutboxEventEntity);
+
+    expect(declared.indexes).toEqual(await migratedIndexes(db.dataSource, OUTBOX_TABLE));
+    expect(declared.checks).toEqual(await migratedChecks(db.dataSource, OUTBOX_TABLE));
+  });
+
+  it('creates the outbox table with its columns and primary key', async () => {
+    const columns = await db.dataSource.query<{ column_name: string }[]>(
+      `SELECT column_name FROM information_schema.columns
+        WHERE table_schema = current_schema() AND table_name = $1
+        ORDER BY ordinal_position`,
+      [OUTBOX_TABLE],
+    );
+    expect(columns.map((column) => column.column_name)).toEqual([
+      'id',
+      'type',
+      'aggregate_type',
+      'aggregate_id',
+      'organization_id',
+      'request_id',
+      'payload',
+      'metadata',
+      'occurred_at',
+      'attempts',
+      'lease_expires_at',
+      'next_attempt_at',
+      'dispatched_at',
+      'dead_at',
+      'deliveries',
+      'last_error',
+    ]);
+
+    const primaryKey = await db.dataSource.query<{ definition: string }[]>(
+      `SELECT pg_get_constraintdef(oid) AS definition FROM pg_constraint
+        WHERE conrelid = $1::regclass AND conname = 'outbox_event_pkey' AND contype = 'p'`,
+      [OUTBOX_TABLE],
+    );
+    expect(primaryKey).toEqual([{ definition: 'PRIMARY KEY (id)' }]);
+  });
+
+  it('creates the three partial indexes the claim and the sweeps rely on', async () => {
+    // Full definitions, so a lost WHERE clause or a reordered key fails, not just a missing name.
+    expect(await migratedIndexes(db.dataSource, OUTBOX_TABLE)).toEqual({
+      outbox_event_dead_idx:
+        'CREATE INDEX outbox_event_dead_idx ON outbox_event USING btree (dead_at, id) ' +
+        'WHERE ((dispatched_at IS NULL) AND (dead_at IS NOT NULL))',
+      outbox_event_dispatched_idx:
+        'CREATE INDEX outbox_event_dispatched_idx ON outbox_event USING btree (dispatched_at) ' +
+        'WHERE (dispatched_at IS NOT NULL)',
+      outbox_event_pending_idx:
+        'CREATE INDEX outbox_event_pending_idx ON outbox_event USING btree (occurred_at, id) ' +
+        'WHERE ((dispatched_at IS NULL) AND (dead_at IS NULL))',
+    });
+  });
+
+  it('creates the CHECK that keeps deliveries a JSON object, and it rejects an array', async () => {
+    expect(await migratedChecks(db.dataSource, OUTBOX_TABLE)).toEqual({
+      outbox_event_deliveries_is_object: "CHECK ((jsonb_typeof(deliveries) = 'object'::text))",
+    });
+
+    // The catalog says the CHECK exists; this says it bites.
+    await expect(
+      db.dataSource.query(
+        `INSERT INTO ${OUTBOX_TABLE} (id, type, aggregate_type, aggregate_id, payload, deliveries)
+         VALUES (gen_random_uuid(), 't', 'a', '1', '{}', '[]')`,
+      ),
+    ).rejects.toThrow(/outbox_event_deliveries_is_object/);
+  });
+});
