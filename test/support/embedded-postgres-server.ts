@@ -18,7 +18,9 @@ export interface EmbeddedServer {
  * directory, nothing left behind after stop(). Server output stays quiet unless
  * OUTBOX_TEST_PG_LOG=1, but the tail is kept so a failed start says why.
  */
-export async function startEmbeddedPostgres(): Promise<EmbeddedServer> {
+export async function startEmbeddedPostgres(
+  options: { durable?: boolean } = {},
+): Promise<EmbeddedServer> {
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   const verbose = process.env.OUTBOX_TEST_PG_LOG === '1';
   const recent: string[] = [];
@@ -45,15 +47,13 @@ export async function startEmbeddedPostgres(): Promise<EmbeddedServer> {
     authMethod: 'scram-sha-256',
     persistent: false,
     createPostgresUser: true,
-    // The cluster is discarded after the run, so durability only costs time.
+    // The cluster is discarded after the run, so durability only costs time, except for
+    // benchmarks, which measure the server as it runs in production (`durable`).
     initdbFlags: ['--no-sync'],
     postgresFlags: [
-      '-c',
-      'fsync=off',
-      '-c',
-      'synchronous_commit=off',
-      '-c',
-      'full_page_writes=off',
+      ...(options.durable
+        ? []
+        : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']),
       '-c',
       'listen_addresses=127.0.0.1',
       // No Unix socket: the default directory may not exist or be writable here, and TCP is

@@ -1,3 +1,35 @@
+// Module and its parts
+export { OutboxModule } from './outbox.module';
+export {
+  OutboxModuleOptions,
+  OutboxListenOptions,
+  OutboxRetentionOptions,
+  OutboxRetryOptions,
+  resolveOutboxOptions,
+  type ResolvedOutboxOptions,
+} from './outbox.options';
+export { OnOutboxEvent } from './outbox.decorators';
+export {
+  EventDispatcher,
+  type DeliverOptions,
+  type OutboxHandlerRegistration,
+} from './event-dispatcher';
+export { OutboxPublisher, type EmitOptions } from './outbox.publisher';
+export { OutboxDispatcher, type OutboxDispatcherState } from './outbox.dispatcher';
+export { OutboxRelay, type DrainReport, type DrainSignals } from './outbox.relay';
+export { OutboxHealthIndicator, type OutboxHealthOptions } from './outbox.health';
+export { OutboxRetentionSweeper, OUTBOX_RETENTION_JOB } from './outbox-retention.sweeper';
+export { PgListener, type PgListenerOptions, type PgListenerState } from './pg-listener';
+export { OUTBOX_OPTIONS } from './outbox.tokens';
+export type {
+  HandlerContext,
+  HandlerOutcome,
+  OnOutboxEventOptions,
+  OutboxEvent,
+  OutboxHandlerFn,
+} from './outbox-handler.types';
+
+// Storage
 export { OutboxEventEntity, OUTBOX_ENTITIES } from './outbox-event.entity';
 export { OutboxRepository, type OutboxRepositoryOptions } from './outbox.repository';
 export type {
@@ -15,12 +47,20 @@ export type {
   SweepOptions,
 } from './outbox-event.types';
 export type { OutboxResult } from './outbox.result';
+
+// Errors
 export {
+  DuplicateOutboxHandlerError,
+  EmptyOutboxHandlerEventsError,
   InvalidOutboxEventError,
+  InvalidOutboxHandlerNameError,
+  InvalidOutboxOptionsError,
   OutboxError,
+  OutboxHandlerTimeoutError,
   OutboxPayloadNotSerializableError,
   OutboxStoreError,
   OutboxTransactionRequiredError,
+  ScopedOutboxHandlerError,
 } from './outbox.errors';
 export { scrubError } from './scrub-error';
 export { DEFAULT_OUTBOX_CHANNEL, OUTBOX_EVENT_DEAD, OUTBOX_TABLE } from './outbox.constants';

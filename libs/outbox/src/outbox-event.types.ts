@@ -1,3 +1,5 @@
+import type { OutboxEvent } from './outbox-handler.types';
+
 /** An event to write to the outbox, inside the caller's transaction. */
 export interface NewOutboxEvent<P = unknown> {
   /** A UUID for idempotent emission; a time-ordered UUIDv7 is generated when absent. */
@@ -14,17 +16,8 @@ export interface NewOutboxEvent<P = unknown> {
   metadata?: Record<string, unknown>;
 }
 
-/** An outbox row as a claim returns it: leased to the caller for `attempts`. */
-export interface OutboxRecord<P = unknown> {
-  id: string;
-  type: string;
-  aggregateType: string;
-  aggregateId: string;
-  organizationId: string | null;
-  requestId: string | null;
-  payload: P;
-  metadata: Record<string, unknown>;
-  occurredAt: Date;
+/** An outbox row as a claim returns it: the event, leased to the caller for `attempts`. */
+export interface OutboxRecord<P = unknown> extends OutboxEvent<P> {
   /** The attempt this claim holds; settles must present it. */
   attempts: number;
   leaseExpiresAt: Date;

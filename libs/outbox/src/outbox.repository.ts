@@ -74,10 +74,29 @@ export class OutboxRepository {
       throw new OutboxTransactionRequiredError('OutboxRepository.enqueue');
     }
     const rows = (Array.isArray(events) ? events : [events]).map(toOutboxRow);
-    if (rows.length === 0) return ok([]);
-    return this.run('enqueue', manager, SQL.ENQUEUE, [JSON.stringify(rows), this.channel], () =>
-      rows.map((row) => row.id),
-    );
+    for (let start = 0; start < rows.length; start += SQL.ENQUEUE_MAX_ROWS) {
+      const chunk = rows.slice(start, start + SQL.ENQUEUE_MAX_ROWS);
+      const parameters = chunk.flatMap((row) => [
+        row.id,
+        row.type,
+        row.aggregate_type,
+        row.aggregate_id,
+        row.organization_id,
+        row.request_id,
+        JSON.stringify(row.payload),
+        JSON.stringify(row.metadata),
+      ]);
+      parameters.push(this.channel);
+      const result = await this.run(
+        'enqueue',
+        manager,
+        SQL.enqueueStatement(chunk.length),
+        parameters,
+        () => undefined,
+      );
+      if (!result.ok) return result;
+    }
+    return ok(rows.map((row) => row.id));
   }
 
   /** Leases due live and dead rows for `leaseMs`, in `(occurred_at, id)` order. */
@@ -100,7 +119,7 @@ export class OutboxRepository {
       'markDelivered',
       this.dataSource,
       SQL.MARK_DELIVERED,
-      [JSON.stringify(input)],
+      [JSON.stringify(input), input.map((s) => s.id)],
       (rows: { id: string }[]) => splitStale(settles, rows),
     );
   }
@@ -133,6 +152,7 @@ export class OutboxRepository {
         this.channel,
         OUTBOX_EVENT_DEAD,
         OUTBOX_EVENT_AGGREGATE,
+        input.map((s) => s.id),
       ],
       (rows: { id: string; becomes_dead: boolean }[]) => ({
         ...splitStale(settles, rows),
@@ -154,7 +174,7 @@ export class OutboxRepository {
       'release',
       this.dataSource,
       SQL.RELEASE,
-      [JSON.stringify(input)],
+      [JSON.stringify(input), input.map((c) => c.id)],
       (rows: { id: string }[]) => splitStale(claims, rows),
     );
   }

@@ -9,29 +9,60 @@
  * the driver returns rows the same way for all of them.
  */
 
+/** Columns an enqueue writes, in the order of its parameters; the rest take their defaults. */
+export const ENQUEUE_COLUMNS = [
+  'id',
+  'type',
+  'aggregate_type',
+  'aggregate_id',
+  'organization_id',
+  'request_id',
+  'payload',
+  'metadata',
+] as const;
+
+/** Rows per enqueue statement, far below PostgreSQL's 65,535 bind parameters. */
+export const ENQUEUE_MAX_ROWS = 1000;
+
+const enqueueStatements = new Map<number, string>();
+
 /**
- * Inserts a batch and wakes listeners. The NOTIFY is queued on the caller's connection, so it
- * is delivered only if the caller's transaction commits.
- * $1 jsonb array of rows, $2 channel.
+ * Inserts `rows` events and wakes listeners, in one statement. The NOTIFY is queued on the
+ * caller's connection, so it is delivered only if the caller's transaction commits. Plain
+ * VALUES (rather than a JSON document expanded in SQL) keeps the emit within a few percent of
+ * a bare INSERT.
+ * Parameters: the columns of ENQUEUE_COLUMNS for each row, then the channel.
  */
-export const ENQUEUE = `
+export function enqueueStatement(rows: number): string {
+  let statement = enqueueStatements.get(rows);
+  if (statement) return statement;
+  const width = ENQUEUE_COLUMNS.length;
+  const values = Array.from({ length: rows }, (_, row) => {
+    const first = row * width;
+    return `(${ENQUEUE_COLUMNS.map((_, column) => `$${first + column + 1}`).join(', ')})`;
+  });
+  statement = `
   WITH inserted AS (
-    INSERT INTO outbox_event
-      (id, type, aggregate_type, aggregate_id, organization_id, request_id, payload, metadata)
-    SELECT id, type, aggregate_type, aggregate_id, organization_id, request_id, payload, metadata
-    FROM jsonb_to_recordset($1::jsonb) AS r(
-      id uuid, type text, aggregate_type text, aggregate_id text,
-      organization_id text, request_id text, payload jsonb, metadata jsonb)
+    INSERT INTO outbox_event (${ENQUEUE_COLUMNS.join(', ')})
+    VALUES ${values.join(',\n           ')}
     ON CONFLICT (id) DO NOTHING
-    RETURNING id
+    RETURNING 1
   )
-  SELECT pg_notify($2, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS any_inserted
+  SELECT pg_notify($${rows * width + 1}, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS any_inserted
 `;
+  if (rows <= 16) enqueueStatements.set(rows, statement);
+  return statement;
+}
 
 /**
  * Leases due live rows and due dead rows in one statement. Dead rows take at most half the
  * batch; live rows fill the rest in claim order. Rows another relay holds are skipped, not
  * waited for.
+ *
+ * The claim commits without waiting for its WAL flush (`synchronous_commit` off for this
+ * statement only): a claim lost in a server crash only means its rows are claimable again at
+ * once, which is what a lease that never happened should mean. Settles keep the server's
+ * setting, since they record work that was done.
  * $1 limit, $2 lease ms, $3 dead retry ms, $4 types (text[] or null).
  */
 export const CLAIM = `
@@ -59,22 +90,20 @@ export const CLAIM = `
     LIMIT (SELECT $1::int - count(*) FROM due_dead)
     FOR UPDATE SKIP LOCKED
   ),
-  due AS (
-    SELECT id FROM due_dead
-    UNION
-    SELECT id FROM due_live
-  ),
   claimed AS (
     UPDATE outbox_event AS e
     SET attempts = e.attempts + 1,
         lease_expires_at = now() + make_interval(secs => $2 / 1000.0)
-    FROM due
-    WHERE e.id = due.id
+    -- An id array rather than a join, so the update reaches its rows through the primary key
+    -- instead of a hash join over the whole table.
+    WHERE e.id = ANY (ARRAY(SELECT id FROM due_dead UNION ALL SELECT id FROM due_live))
     RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
               e.payload, e.metadata, e.occurred_at, e.attempts, e.lease_expires_at,
               e.deliveries, e.dead_at, e.last_error
   )
-  SELECT * FROM claimed ORDER BY occurred_at, id
+  SELECT claimed.*
+  FROM claimed, (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
+  ORDER BY occurred_at, id
 `;
 
 /**
@@ -88,7 +117,8 @@ const MERGED_DELIVERIES = `
 
 /**
  * Marks claimed rows delivered, each only if it still holds the attempt it was claimed with.
- * $1 jsonb array of {id, attempts, handlers}.
+ * The ids also travel as an array so the rows are found through the primary key.
+ * $1 jsonb array of {id, attempts, handlers}, $2 uuid[] of the same ids.
  */
 export const MARK_DELIVERED = `
   WITH settled AS (
@@ -98,7 +128,8 @@ export const MARK_DELIVERED = `
         last_error = NULL,
         deliveries = ${MERGED_DELIVERIES}
     FROM jsonb_to_recordset($1::jsonb) AS s(id uuid, attempts integer, handlers text[])
-    WHERE e.id = s.id
+    WHERE e.id = ANY ($2::uuid[])
+      AND e.id = s.id
       AND e.attempts = s.attempts
       AND e.dispatched_at IS NULL
     RETURNING e.id
@@ -113,7 +144,8 @@ export const MARK_DELIVERED = `
  * which would otherwise announce its own death forever). A dead row that fails on replay stays
  * dead with a new dead time and announces nothing.
  * $1 jsonb array of {id, attempts, handlers, failed_handlers, error, retry_ms, dead_event_id},
- * $2 max attempts, $3 channel, $4 dead event type, $5 dead event aggregate type.
+ * $2 max attempts, $3 channel, $4 dead event type, $5 dead event aggregate type, $6 uuid[] of
+ * the ids (so rows are found through the primary key).
  */
 export const MARK_FAILED = `
   WITH input AS (
@@ -126,7 +158,8 @@ export const MARK_FAILED = `
     SELECT e.id, e.dead_at IS NULL AND s.attempts >= $2 AS becomes_dead
     FROM outbox_event AS e
     JOIN input AS s ON s.id = e.id
-    WHERE e.attempts = s.attempts
+    WHERE e.id = ANY ($6::uuid[])
+      AND e.attempts = s.attempts
       AND e.dispatched_at IS NULL
     FOR UPDATE OF e
   ),
@@ -144,7 +177,8 @@ export const MARK_FAILED = `
           WHEN e.dead_at IS NOT NULL OR c.becomes_dead THEN now()
         END
     FROM input AS s, current AS c
-    WHERE e.id = s.id
+    WHERE e.id = ANY ($6::uuid[])
+      AND e.id = s.id
       AND c.id = s.id
       AND e.attempts = s.attempts
     RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id,
@@ -228,7 +262,7 @@ export const SWEEP_BATCH = `
 /**
  * Gives back claimed rows whose handlers never started (the dispatcher is stopping): the lease
  * ends now and the attempt that never ran is not counted.
- * $1 jsonb array of {id, attempts}.
+ * $1 jsonb array of {id, attempts}, $2 uuid[] of the same ids.
  */
 export const RELEASE = `
   WITH released AS (
@@ -236,7 +270,8 @@ export const RELEASE = `
     SET lease_expires_at = NULL,
         attempts = e.attempts - 1
     FROM jsonb_to_recordset($1::jsonb) AS s(id uuid, attempts integer)
-    WHERE e.id = s.id
+    WHERE e.id = ANY ($2::uuid[])
+      AND e.id = s.id
       AND e.attempts = s.attempts
       AND e.dispatched_at IS NULL
     RETURNING e.id

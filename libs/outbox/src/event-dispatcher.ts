@@ -1,0 +1,150 @@
+import { Inject, Injectable } from '@nestjs/common';
+import {
+  DuplicateOutboxHandlerError,
+  EmptyOutboxHandlerEventsError,
+  InvalidOutboxHandlerNameError,
+  OutboxHandlerTimeoutError,
+} from './outbox.errors';
+import type { HandlerOutcome, OutboxEvent, OutboxHandlerFn } from './outbox-handler.types';
+import type { ResolvedOutboxOptions } from './outbox.options';
+import { OUTBOX_OPTIONS } from './outbox.tokens';
+
+const KEBAB_CASE = /^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$/;
+const EVERY_TYPE = '*';
+
+export interface OutboxHandlerRegistration {
+  name: string;
+  events: readonly string[] | '*';
+  handle: OutboxHandlerFn;
+  /** Where the handler is declared (`Class.method`), for error messages. */
+  location: string;
+}
+
+interface RegisteredHandler {
+  name: string;
+  handle: OutboxHandlerFn;
+  location: string;
+}
+
+export interface DeliverOptions {
+  /** The event's attempt number, passed to handlers. */
+  attempt: number;
+  /** Aborts every handler of this delivery (the dispatcher abandoning them at shutdown). */
+  signal?: AbortSignal;
+}
+
+/**
+ * The registry of named handlers and the one place they are run. Each handler gets its own
+ * time budget and AbortSignal; a handler that throws (synchronously or not) or runs over its
+ * budget is reported as a failure and never stops the others.
+ */
+@Injectable()
+export class EventDispatcher {
+  private readonly byType = new Map<string, RegisteredHandler[]>();
+  private readonly budgetMs: number;
+
+  constructor(@Inject(OUTBOX_OPTIONS) options: Pick<ResolvedOutboxOptions, 'handlerTimeoutMs'>) {
+    this.budgetMs = options.handlerTimeoutMs;
+  }
+
+  /** Adds a handler; throws a typed error for a bad name, no events or a name clash. */
+  register(registration: OutboxHandlerRegistration): void {
+    const { name, events, handle, location } = registration;
+    if (typeof name !== 'string' || !KEBAB_CASE.test(name)) {
+      throw new InvalidOutboxHandlerNameError(name, location);
+    }
+    const types: unknown = events === EVERY_TYPE ? [EVERY_TYPE] : events;
+    if (
+      !Array.isArray(types) ||
+      types.length === 0 ||
+      types.some((t) => typeof t !== 'string' || t === '')
+    ) {
+      throw new EmptyOutboxHandlerEventsError(name, location, events);
+    }
+    const eventTypes = new Set(types as string[]);
+    for (const type of eventTypes) {
+      const clash = this.clashing(name, type);
+      if (clash) throw new DuplicateOutboxHandlerError(name, type, [clash.location, location]);
+    }
+    for (const type of eventTypes) {
+      const list = this.byType.get(type) ?? [];
+      list.push({ name, handle, location });
+      this.byType.set(type, list);
+    }
+  }
+
+  /** Names of the handlers an event of this type goes to. */
+  handlerNames(type: string): string[] {
+    return this.handlersFor(type).map((h) => h.name);
+  }
+
+  /**
+   * Runs every handler of the event's type that is not in `alreadyDelivered`, concurrently,
+   * and returns one outcome per handler run.
+   */
+  async deliver(
+    event: OutboxEvent,
+    alreadyDelivered: Readonly<Record<string, unknown>>,
+    options: DeliverOptions,
+  ): Promise<HandlerOutcome[]> {
+    const remaining = this.handlersFor(event.type).filter((h) => !(h.name in alreadyDelivered));
+    return Promise.all(remaining.map((handler) => this.run(handler, event, options)));
+  }
+
+  private handlersFor(type: string): RegisteredHandler[] {
+    const specific = this.byType.get(type) ?? [];
+    const wildcard = this.byType.get(EVERY_TYPE) ?? [];
+    if (wildcard.length === 0) return specific;
+    if (specific.length === 0) return wildcard;
+    return [...specific, ...wildcard];
+  }
+
+  private clashing(name: string, type: string): RegisteredHandler | undefined {
+    const candidates =
+      type === EVERY_TYPE ? [...this.byType.values()].flat() : this.handlersFor(type);
+    return candidates.find((h) => h.name === name);
+  }
+
+  private async run(
+    handler: RegisteredHandler,
+    event: OutboxEvent,
+    options: DeliverOptions,
+  ): Promise<HandlerOutcome> {
+    // One controller per run: the budget timer and the dispatcher's abandon both abort it.
+    const controller = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), this.budgetMs);
+    });
+    let onAbandon: (() => void) | undefined;
+    const abandoned = new Promise<'abandoned'>((resolve) => {
+      onAbandon = () => resolve('abandoned');
+      if (options.signal?.aborted) onAbandon();
+      options.signal?.addEventListener('abort', onAbandon, { once: true });
+    });
+    const context = {
+      handlerName: handler.name,
+      attempt: options.attempt,
+      signal: controller.signal,
+      idempotencyKey: `${handler.name}:${event.id}`,
+    };
+    try {
+      // The executor turns a synchronous throw into a rejection, contained like any other.
+      const running = new Promise<unknown>((resolve) => resolve(handler.handle(event, context)));
+      const result = await Promise.race([running.then(() => 'done' as const), timedOut, abandoned]);
+      if (result === 'done') return { handlerName: handler.name, ok: true };
+      const error =
+        result === 'timeout'
+          ? new OutboxHandlerTimeoutError(handler.name, this.budgetMs)
+          : ((options.signal?.reason as unknown) ?? new Error('abandoned'));
+      controller.abort(error);
+      running.catch(() => undefined); // its late failure has nobody left to tell
+      return { handlerName: handler.name, ok: false, error, timedOut: result === 'timeout' };
+    } catch (error) {
+      return { handlerName: handler.name, ok: false, error, timedOut: false };
+    } finally {
+      clearTimeout(timer);
+      if (onAbandon) options.signal?.removeEventListener('abort', onAbandon);
+    }
+  }
+}

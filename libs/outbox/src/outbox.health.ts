@@ -1,0 +1,100 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
+import { OutboxDispatcher } from './outbox.dispatcher';
+import type { ResolvedOutboxOptions } from './outbox.options';
+import { OutboxRepository } from './outbox.repository';
+import { OUTBOX_OPTIONS } from './outbox.tokens';
+import { scrubError } from './scrub-error';
+
+export interface OutboxHealthOptions {
+  /** Down when the oldest live event has waited longer than this. */
+  maxLagMs?: number;
+  /** Bound on the state query; a slower database reports down instead of hanging the probe. */
+  timeoutMs?: number;
+}
+
+/** Poll intervals without a completed drain after which a running dispatcher counts as stuck. */
+export const STALE_AFTER_POLLS = 3;
+const DEFAULT_TIMEOUT_MS = 2000;
+
+/**
+ * Terminus indicator for readiness during rollouts: down while the dispatcher stops or has
+ * stopped, when the oldest live event is older than `maxLagMs`, when a running dispatcher has
+ * not completed a drain for several poll intervals, or when its state query fails. It never
+ * throws; the data says why.
+ */
+@Injectable()
+export class OutboxHealthIndicator {
+  constructor(
+    private readonly health: HealthIndicatorService,
+    private readonly dispatcher: OutboxDispatcher,
+    private readonly repository: OutboxRepository,
+    @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
+  ) {}
+
+  async isHealthy<const Key extends string = 'outbox'>(
+    key: Key = 'outbox' as Key,
+    { maxLagMs, timeoutMs = DEFAULT_TIMEOUT_MS }: OutboxHealthOptions = {},
+  ): Promise<HealthIndicatorResult<Key>> {
+    const session = this.health.check(key);
+    const state = this.dispatcher.state;
+    const lastDrainAt = this.dispatcher.lastDrainAt;
+    const base = {
+      state,
+      listener: this.dispatcher.listenerState,
+      lastDrainAt: lastDrainAt?.toISOString() ?? null,
+    };
+    const pending = await this.pendingWithin(timeoutMs);
+    if (!pending.ok) return session.down({ ...base, message: pending.message });
+    const data = {
+      ...base,
+      lagMs: pending.value.oldestLiveAgeMs ?? 0,
+      pending: pending.value.live,
+      dead: pending.value.dead,
+    };
+    if (state === 'stopping' || state === 'stopped') {
+      return session.down({ ...data, message: `dispatcher is ${state}` });
+    }
+    if (maxLagMs !== undefined && data.lagMs > maxLagMs) {
+      return session.down({
+        ...data,
+        message: `oldest pending event waited ${data.lagMs} ms (max ${maxLagMs} ms)`,
+      });
+    }
+    const staleAfterMs = STALE_AFTER_POLLS * this.options.pollIntervalMs;
+    const lastProgress = lastDrainAt ?? this.dispatcher.runningSince;
+    const sinceDrain = lastProgress ? Date.now() - lastProgress.getTime() : 0;
+    if (state === 'running' && sinceDrain > staleAfterMs) {
+      return session.down({ ...data, message: `no drain completed for ${sinceDrain} ms` });
+    }
+    return session.up(data);
+  }
+
+  private async pendingWithin(
+    timeoutMs: number,
+  ): Promise<
+    | { ok: true; value: { oldestLiveAgeMs: number | null; live: number; dead: number } }
+    | { ok: false; message: string }
+  > {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<{ ok: false; message: string }>((resolve) => {
+      timer = setTimeout(
+        () => resolve({ ok: false, message: `outbox state query timed out after ${timeoutMs} ms` }),
+        timeoutMs,
+      );
+    });
+    const query = this.repository
+      .pendingState({ deadRetryMs: this.options.deadRetryMs, types: this.options.types })
+      .then((result) =>
+        result.ok
+          ? { ok: true as const, value: result.value }
+          : { ok: false as const, message: result.error.message },
+      )
+      .catch((err: unknown) => ({ ok: false as const, message: scrubError(err) }));
+    try {
+      return await Promise.race([query, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}

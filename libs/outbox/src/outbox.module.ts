@@ -1,0 +1,86 @@
+import { Module, type DynamicModule, type Provider } from '@nestjs/common';
+import { DiscoveryModule, ModuleRef } from '@nestjs/core';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { TerminusModule } from '@nestjs/terminus';
+import type { DataSource } from 'typeorm';
+import { EventDispatcher } from './event-dispatcher';
+import { OutboxDispatcher } from './outbox.dispatcher';
+import { OutboxExplorer } from './outbox.explorer';
+import { OutboxHealthIndicator } from './outbox.health';
+import { OutboxMetadataAccessor } from './outbox-metadata.accessor';
+import {
+  ConfigurableOutboxModule,
+  OUTBOX_MODULE_OPTIONS,
+  OUTBOX_OPTIONS_TYPE,
+} from './outbox.module-definition';
+import {
+  resolveOutboxOptions,
+  type OutboxModuleOptions,
+  type ResolvedOutboxOptions,
+} from './outbox.options';
+import { OutboxPublisher } from './outbox.publisher';
+import { OutboxRelay } from './outbox.relay';
+import { OutboxRepository } from './outbox.repository';
+import { OutboxRetentionSweeper } from './outbox-retention.sweeper';
+import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS, OUTBOX_SCHEDULER } from './outbox.tokens';
+
+const providers: Provider[] = [
+  {
+    provide: OUTBOX_OPTIONS,
+    inject: [OUTBOX_MODULE_OPTIONS],
+    useFactory: (raw: OutboxModuleOptions) => resolveOutboxOptions(raw),
+  },
+  {
+    provide: OutboxRepository,
+    inject: [OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS],
+    useFactory: (dataSource: DataSource, options: ResolvedOutboxOptions) =>
+      new OutboxRepository(dataSource, { channel: options.listen.channel }),
+  },
+  {
+    provide: OUTBOX_SCHEDULER,
+    inject: [ModuleRef],
+    useFactory: (moduleRef: ModuleRef) => {
+      try {
+        return moduleRef.get<SchedulerRegistry>(SchedulerRegistry, { strict: false });
+      } catch {
+        // The app does not import ScheduleModule: keep the module's jobs in a registry of its own.
+        return new SchedulerRegistry();
+      }
+    },
+  },
+  OutboxMetadataAccessor,
+  EventDispatcher,
+  OutboxExplorer,
+  OutboxPublisher,
+  OutboxRelay,
+  OutboxDispatcher,
+  OutboxHealthIndicator,
+  OutboxRetentionSweeper,
+];
+
+/**
+ * The transactional outbox. `forRoot(options)` or `forRootAsync({ imports, inject, useFactory })`;
+ * global by default (`isGlobal: false` to scope it), so any module can inject `OutboxPublisher`.
+ */
+@Module({
+  imports: [DiscoveryModule, TerminusModule],
+  providers,
+  exports: [
+    OutboxPublisher,
+    EventDispatcher,
+    OutboxDispatcher,
+    OutboxHealthIndicator,
+    OutboxRepository,
+    OutboxRetentionSweeper,
+    OUTBOX_OPTIONS,
+  ],
+})
+export class OutboxModule extends ConfigurableOutboxModule {
+  /** Validates right away, so a bad option fails the boot before anything connects. */
+  static forRoot(options: typeof OUTBOX_OPTIONS_TYPE = {}): DynamicModule {
+    // eslint-disable-next-line @typescript-eslint/no-unused-vars
+    const { isGlobal, dataSource, ...outboxOptions } = options;
+    resolveOutboxOptions(outboxOptions);
+    return super.forRoot(options);
+  }
+}

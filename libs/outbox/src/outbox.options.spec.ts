@@ -1,0 +1,130 @@
+import { InvalidOutboxOptionsError } from './outbox.errors';
+import { claimLimit, resolveOutboxOptions } from './outbox.options';
+
+describe('resolveOutboxOptions', () => {
+  it('applies every documented default', () => {
+    expect(resolveOutboxOptions({})).toMatchObject({
+      leaseMs: 60_000,
+      handlerTimeoutMs: 10_000,
+      batchSize: 100,
+      concurrency: 10,
+      maxAttempts: 10,
+      retry: { baseMs: 1000, maxMs: 300_000, jitter: 0.2 },
+      deadRetryMs: 21_600_000,
+      pollIntervalMs: 30_000,
+      idleFloorMs: 50,
+      failedDrainRetryMs: 2000,
+      shutdownGraceMs: 10_000,
+      listen: {
+        enabled: true,
+        channel: 'outbox_event',
+        connectTimeoutMs: 5000,
+        queryTimeoutMs: 5000,
+        probeIntervalMs: 15_000,
+        reconnectMinMs: 250,
+        reconnectMaxMs: 15_000,
+      },
+      retention: {
+        enabled: true,
+        retentionMs: 604_800_000,
+        sweepIntervalMs: 600_000,
+        batchSize: 1000,
+      },
+      autoStart: true,
+    });
+    expect(resolveOutboxOptions().types).toBeUndefined();
+  });
+
+  it('keeps nested defaults when only part of a group is given', () => {
+    const options = resolveOutboxOptions({ listen: { enabled: false }, retry: { baseMs: 50 } });
+    expect(options.listen).toMatchObject({
+      enabled: false,
+      channel: 'outbox_event',
+      probeIntervalMs: 15_000,
+    });
+    expect(options.retry).toMatchObject({ baseMs: 50, maxMs: 300_000 });
+  });
+
+  it('names every bad field and its value in one error', () => {
+    let error: unknown;
+    try {
+      resolveOutboxOptions({
+        leaseMs: -5,
+        concurrency: 1.5,
+        listen: { channel: 'Bad Channel!' },
+        retention: { batchSize: 0 },
+        types: [],
+        leaseMS: 1,
+      } as never);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(InvalidOutboxOptionsError);
+    const { problems, message } = error as InvalidOutboxOptionsError;
+    expect(problems.map((p) => p.path).sort()).toEqual(
+      [
+        'concurrency',
+        'leaseMS',
+        'leaseMs',
+        'listen.channel',
+        'retention.batchSize',
+        'types',
+      ].sort(),
+    );
+    expect(message).toContain('leaseMs = -5: leaseMs must not be less than 1000');
+    expect(message).toContain('concurrency = 1.5: concurrency must be an integer number');
+    expect(message).toContain('listen.channel = "Bad Channel!"');
+    expect(message).toContain('leaseMS = 1: property leaseMS should not exist');
+  });
+
+  it('requires the lease to cover the handler budget plus settle headroom', () => {
+    expect(() => resolveOutboxOptions({ leaseMs: 10_000, handlerTimeoutMs: 9_500 })).toThrow(
+      'leaseMs = 10000: leaseMs must cover handlerTimeoutMs (9500) plus 1000 ms to settle',
+    );
+    expect(resolveOutboxOptions({ leaseMs: 10_000, handlerTimeoutMs: 9_000 }).leaseMs).toBe(10_000);
+  });
+
+  it('refuses ranges that cannot hold', () => {
+    expect(() => resolveOutboxOptions({ retry: { baseMs: 5000, maxMs: 10 } })).toThrow(
+      'retry.maxMs = 10: retry.maxMs must be at least retry.baseMs (5000)',
+    );
+    expect(() =>
+      resolveOutboxOptions({ listen: { reconnectMinMs: 500, reconnectMaxMs: 100 } }),
+    ).toThrow('listen.reconnectMaxMs = 100');
+  });
+
+  it('never shows a password from a bad connection string', () => {
+    expect(() =>
+      resolveOutboxOptions({
+        listen: { connectionString: 'postgres://u:pw-secret@h/db', bogus: 1 } as never,
+      }),
+    ).toThrow(/listen\.bogus/);
+    let message = '';
+    try {
+      resolveOutboxOptions({ listen: { connectionString: 42 as never } });
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toContain('listen.connectionString = 42');
+    try {
+      resolveOutboxOptions({
+        listen: { connectionString: 'postgres://u:pw-secret@h/db', channel: '' },
+      });
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).not.toContain('pw-secret');
+  });
+});
+
+describe('claimLimit', () => {
+  it('claims no more than the workers can finish within the lease', () => {
+    expect(claimLimit(resolveOutboxOptions({}))).toBe(50); // 10 workers x 5 rounds of 10 s in 59 s
+    expect(claimLimit(resolveOutboxOptions({ handlerTimeoutMs: 1000, concurrency: 4 }))).toBe(100);
+    expect(
+      claimLimit(
+        resolveOutboxOptions({ leaseMs: 11_000, handlerTimeoutMs: 10_000, concurrency: 3 }),
+      ),
+    ).toBe(3);
+  });
+});

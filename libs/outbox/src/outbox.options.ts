@@ -1,0 +1,201 @@
+import 'reflect-metadata';
+import { plainToInstance, Type } from 'class-transformer';
+import {
+  ArrayNotEmpty,
+  IsArray,
+  IsBoolean,
+  IsInt,
+  IsNumber,
+  IsOptional,
+  IsString,
+  Matches,
+  Max,
+  Min,
+  MinLength,
+  ValidateNested,
+  validateSync,
+  type ValidationError,
+} from 'class-validator';
+import { DEFAULT_OUTBOX_CHANNEL } from './outbox.constants';
+import { InvalidOutboxOptionsError } from './outbox.errors';
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+/** Time kept free at the end of a lease for settling, so handlers never use all of it. */
+export const LEASE_SETTLE_HEADROOM_MS = SECOND;
+
+/** Exponential backoff between attempts of a failed event. */
+export class OutboxRetryOptions {
+  /** Delay before the second attempt; doubles with each further attempt. */
+  @IsInt() @Min(1) baseMs?: number = SECOND;
+  /** Upper bound of the delay. */
+  @IsInt() @Min(1) maxMs?: number = 5 * MINUTE;
+  /** Fraction of the delay drawn at random (0 = none, 1 = anywhere between 0 and the delay). */
+  @IsNumber() @Min(0) @Max(1) jitter?: number = 0.2;
+}
+
+/** The dedicated LISTEN connection that wakes the dispatcher on every committed enqueue. */
+export class OutboxListenOptions {
+  /** Off: the dispatcher relies on the due timer and the poll alone. */
+  @IsBoolean() enabled?: boolean = true;
+  @IsString() @Matches(/^[a-z_][a-z0-9_]{0,62}$/) channel?: string = DEFAULT_OUTBOX_CHANNEL;
+  /**
+   * Where to LISTEN when the TypeORM connection goes through a transaction pooler (PgBouncer
+   * in transaction mode drops LISTEN): a direct connection string. Defaults to the
+   * DataSource's own settings.
+   */
+  @IsOptional() @IsString() @MinLength(1) connectionString?: string;
+  @IsInt() @Min(100) connectTimeoutMs?: number = 5 * SECOND;
+  @IsInt() @Min(100) queryTimeoutMs?: number = 5 * SECOND;
+  @IsInt() @Min(100) probeIntervalMs?: number = 15 * SECOND;
+  @IsInt() @Min(1) reconnectMinMs?: number = 250;
+  @IsInt() @Min(1) reconnectMaxMs?: number = 15 * SECOND;
+}
+
+/** Deletion of delivered rows after they have been kept for `retentionMs`. */
+export class OutboxRetentionOptions {
+  @IsBoolean() enabled?: boolean = true;
+  @IsInt() @Min(0) retentionMs?: number = 7 * DAY;
+  @IsInt() @Min(1000) sweepIntervalMs?: number = 10 * MINUTE;
+  @IsInt() @Min(1) @Max(100_000) batchSize?: number = 1000;
+}
+
+/**
+ * Every setting of `OutboxModule`, with its default. Validated at boot: one error names every
+ * bad field with its value.
+ */
+export class OutboxModuleOptions {
+  /** How long a claim holds an event; must cover the handler budget plus settle headroom. */
+  @IsInt() @Min(1000) leaseMs?: number = MINUTE;
+  /** The time budget of one handler run; its AbortSignal fires when it is spent. */
+  @IsInt() @Min(1) handlerTimeoutMs?: number = 10 * SECOND;
+  /** Most events claimed per drain (further bounded by what the lease can process). */
+  @IsInt() @Min(1) @Max(10_000) batchSize?: number = 100;
+  /** Events delivered at the same time by one instance. */
+  @IsInt() @Min(1) @Max(1000) concurrency?: number = 10;
+  /** Attempts before an event becomes dead and is announced with `outbox.event.dead`. */
+  @IsInt() @Min(1) maxAttempts?: number = 10;
+  @ValidateNested() @Type(() => OutboxRetryOptions) retry?: OutboxRetryOptions =
+    new OutboxRetryOptions();
+  /** How long a dead event rests between replays. */
+  @IsInt() @Min(1000) deadRetryMs?: number = 6 * HOUR;
+  /** Fallback wake when no notification arrives. */
+  @IsInt() @Min(10) pollIntervalMs?: number = 30 * SECOND;
+  /** Least pause after a drain that found nothing. */
+  @IsInt() @Min(0) idleFloorMs?: number = 50;
+  /** Pause after a drain that failed (database unreachable, for example). */
+  @IsInt() @Min(1) failedDrainRetryMs?: number = 2 * SECOND;
+  /** How long shutdown waits for running handlers before abandoning them to their lease. */
+  @IsInt() @Min(0) shutdownGraceMs?: number = 10 * SECOND;
+  @ValidateNested() @Type(() => OutboxListenOptions) listen?: OutboxListenOptions =
+    new OutboxListenOptions();
+  @ValidateNested() @Type(() => OutboxRetentionOptions) retention?: OutboxRetentionOptions =
+    new OutboxRetentionOptions();
+  /** Only these event types are claimed here (a dedicated worker pool); all when absent. */
+  @IsOptional()
+  @IsArray()
+  @ArrayNotEmpty()
+  @IsString({ each: true })
+  @MinLength(1, { each: true })
+  types?: string[];
+  /** Start the dispatcher at application bootstrap. Off for API-only pods and hand-drained tests. */
+  @IsBoolean() autoStart?: boolean = true;
+}
+
+type Resolved<T> = {
+  readonly [K in keyof T]-?: T[K] extends object | undefined
+    ? Resolved<NonNullable<T[K]>>
+    : NonNullable<T[K]>;
+};
+
+/** Options after defaults, as the module's parts read them. */
+export type ResolvedOutboxOptions = Omit<Resolved<OutboxModuleOptions>, 'types' | 'listen'> & {
+  readonly types: readonly string[] | undefined;
+  readonly listen: Omit<Resolved<OutboxListenOptions>, 'connectionString'> & {
+    readonly connectionString: string | undefined;
+  };
+};
+
+/**
+ * Applies defaults and validates, without Nest, so it can be tested on its own and fails the
+ * boot with one error listing every bad field.
+ */
+export function resolveOutboxOptions(input: OutboxModuleOptions = {}): ResolvedOutboxOptions {
+  const options = plainToInstance(OutboxModuleOptions, input ?? {}, {
+    exposeDefaultValues: true,
+  });
+  const problems = validateSync(options, {
+    whitelist: true,
+    forbidNonWhitelisted: true,
+    forbidUnknownValues: true,
+  }).flatMap((error) => flatten(error, ''));
+  // A relation between two fields is only worth reporting once both are valid on their own.
+  const reported = new Set(problems.map((p) => p.path));
+  problems.push(...crossFieldProblems(options).filter((p) => !reported.has(p.path)));
+  if (problems.length > 0) throw new InvalidOutboxOptionsError(problems);
+  return options as unknown as ResolvedOutboxOptions;
+}
+
+export interface OptionProblem {
+  path: string;
+  value: unknown;
+  messages: string[];
+}
+
+function flatten(error: ValidationError, parent: string): OptionProblem[] {
+  const path = parent ? `${parent}.${error.property}` : error.property;
+  const own = error.constraints
+    ? [{ path, value: error.value as unknown, messages: Object.values(error.constraints) }]
+    : [];
+  return [...own, ...(error.children ?? []).flatMap((child) => flatten(child, path))];
+}
+
+function crossFieldProblems(options: OutboxModuleOptions): OptionProblem[] {
+  const problems: OptionProblem[] = [];
+  const { leaseMs, handlerTimeoutMs, listen, retry } = options;
+  if (
+    Number.isInteger(leaseMs) &&
+    Number.isInteger(handlerTimeoutMs) &&
+    leaseMs! < handlerTimeoutMs! + LEASE_SETTLE_HEADROOM_MS
+  ) {
+    problems.push({
+      path: 'leaseMs',
+      value: leaseMs,
+      messages: [
+        `leaseMs must cover handlerTimeoutMs (${handlerTimeoutMs}) plus ${LEASE_SETTLE_HEADROOM_MS} ms to settle, so a claimed event is settled before another instance may claim it`,
+      ],
+    });
+  }
+  if (listen && listen.reconnectMaxMs! < listen.reconnectMinMs!) {
+    problems.push({
+      path: 'listen.reconnectMaxMs',
+      value: listen.reconnectMaxMs,
+      messages: [
+        `listen.reconnectMaxMs must be at least listen.reconnectMinMs (${listen.reconnectMinMs})`,
+      ],
+    });
+  }
+  if (retry && retry.maxMs! < retry.baseMs!) {
+    problems.push({
+      path: 'retry.maxMs',
+      value: retry.maxMs,
+      messages: [`retry.maxMs must be at least retry.baseMs (${retry.baseMs})`],
+    });
+  }
+  return problems;
+}
+
+/**
+ * Events one drain may claim: as many as `concurrency` workers can finish, each event taking at
+ * most the handler budget, before the lease (less the settle headroom) runs out.
+ */
+export function claimLimit(options: ResolvedOutboxOptions): number {
+  const rounds = Math.max(
+    1,
+    Math.floor((options.leaseMs - LEASE_SETTLE_HEADROOM_MS) / options.handlerTimeoutMs),
+  );
+  return Math.min(options.batchSize, options.concurrency * rounds);
+}

@@ -1,0 +1,73 @@
+import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import type { EntityManager } from 'typeorm';
+import { OutboxTransactionRequiredError } from './outbox.errors';
+import type { NewOutboxEvent } from './outbox-event.types';
+import { OutboxRepository } from './outbox.repository';
+
+export interface EmitOptions {
+  /** The EntityManager of the caller's open transaction. */
+  manager?: EntityManager;
+}
+
+/** The part of `@nestjs-cls/transactional`'s TransactionHost the publisher relies on. */
+interface AmbientTransactionHost {
+  isTransactionActive(): boolean;
+  readonly tx: unknown;
+}
+
+const EMIT = 'OutboxPublisher.emit';
+
+/**
+ * Emits events inside the caller's transaction: through the given EntityManager, or through
+ * the ambient transaction of `@nestjs-cls/transactional` (TypeORM adapter) when the app uses
+ * it. Outside a transaction it throws `OutboxTransactionRequiredError` and writes nothing.
+ */
+@Injectable()
+export class OutboxPublisher implements OnModuleInit {
+  private transactionHost: AmbientTransactionHost | undefined;
+
+  constructor(
+    private readonly repository: OutboxRepository,
+    private readonly moduleRef: ModuleRef,
+  ) {}
+
+  onModuleInit(): void {
+    this.transactionHost = this.findTransactionHost();
+  }
+
+  emit<P>(event: NewOutboxEvent<P>, options?: EmitOptions): Promise<string>;
+  emit<P>(events: readonly NewOutboxEvent<P>[], options?: EmitOptions): Promise<string[]>;
+  async emit(
+    events: NewOutboxEvent | readonly NewOutboxEvent[],
+    options: EmitOptions = {},
+  ): Promise<string | string[]> {
+    const manager = options.manager ?? this.ambientManager();
+    if (!manager?.queryRunner?.isTransactionActive) throw new OutboxTransactionRequiredError(EMIT);
+    const result = await this.repository.enqueue(manager, events);
+    if (!result.ok) throw result.error;
+    return Array.isArray(events) ? result.value : result.value[0];
+  }
+
+  private ambientManager(): EntityManager | undefined {
+    const host = this.transactionHost;
+    if (!host?.isTransactionActive()) return undefined;
+    return host.tx as EntityManager;
+  }
+
+  /** `@nestjs-cls/transactional` is optional: use its TransactionHost only when the app has one. */
+  private findTransactionHost(): AmbientTransactionHost | undefined {
+    let TransactionHost: unknown;
+    try {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      ({ TransactionHost } = require('@nestjs-cls/transactional') as { TransactionHost: unknown });
+    } catch {
+      return undefined;
+    }
+    try {
+      return this.moduleRef.get(TransactionHost as never, { strict: false });
+    } catch {
+      return undefined;
+    }
+  }
+}

@@ -1,0 +1,280 @@
+import { Injectable, Scope, type INestApplication } from '@nestjs/common';
+import { ConfigModule, ConfigService } from '@nestjs/config';
+import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
+import { ClsModule } from 'nestjs-cls';
+import { ClsPluginTransactional, TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import type { Client } from 'pg';
+import { DataSource } from 'typeorm';
+import {
+  DuplicateOutboxHandlerError,
+  EmptyOutboxHandlerEventsError,
+  InvalidOutboxHandlerNameError,
+  InvalidOutboxOptionsError,
+  OnOutboxEvent,
+  OUTBOX_OPTIONS,
+  OutboxDispatcher,
+  OutboxModule,
+  OutboxPublisher,
+  OutboxTransactionRequiredError,
+  ScopedOutboxHandlerError,
+  type OutboxEvent,
+  type ResolvedOutboxOptions,
+} from '@app/outbox';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { createOutboxApp } from './support/outbox-app';
+
+/** What fails the boot, how the module is configured, and the ambient transaction. */
+
+let db: TestDatabase;
+let sql: Client;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  sql = await db.connect();
+});
+
+afterAll(async () => {
+  await db?.close();
+});
+
+beforeEach(async () => {
+  await sql.query('TRUNCATE outbox_event');
+});
+
+const received: string[] = [];
+
+@Injectable()
+class Receiver {
+  @OnOutboxEvent('receiver', { events: ['thing.happened'] })
+  handle(event: OutboxEvent) {
+    received.push(event.id);
+  }
+}
+
+async function bootFailure(providers: Array<new (...args: never[]) => unknown>): Promise<Error> {
+  const error = await createOutboxApp({
+    url: db.url,
+    outbox: { autoStart: false },
+    providers,
+  }).then(
+    async (app) => {
+      await app.close();
+      throw new Error('the app booted');
+    },
+    (e: Error) => e,
+  );
+  return error;
+}
+
+describe('OutboxModule boot failures', () => {
+  it('a handler name that is not kebab-case fails the boot', async () => {
+    @Injectable()
+    class Camel {
+      @OnOutboxEvent('webhookFanout', { events: ['x'] })
+      handle() {}
+    }
+    const error = await bootFailure([Camel]);
+    expect(error).toBeInstanceOf(InvalidOutboxHandlerNameError);
+    expect(error.message).toBe(
+      'Outbox handler name "webhookFanout" on Camel.handle must be kebab-case (lowercase letters and digits separated by single dashes, for example "webhook-fanout")',
+    );
+  });
+
+  it('two handlers with one name for the same event type fail the boot', async () => {
+    @Injectable()
+    class First {
+      @OnOutboxEvent('audit-log', { events: ['invoice.paid', 'x'] })
+      handle() {}
+    }
+    @Injectable()
+    class Second {
+      @OnOutboxEvent('audit-log', { events: '*' })
+      handle() {}
+    }
+    const error = await bootFailure([First, Second]);
+    expect(error).toBeInstanceOf(DuplicateOutboxHandlerError);
+    expect(error.message).toMatch(
+      /^Outbox handler name "audit-log" is used twice for event type "(invoice\.paid|\*)": First\.handle and Second\.handle; give each handler its own name$/,
+    );
+  });
+
+  it('one name on different event types is allowed', async () => {
+    @Injectable()
+    class Split {
+      @OnOutboxEvent('fanout', { events: ['a'] })
+      a() {}
+      @OnOutboxEvent('fanout', { events: ['b'] })
+      b() {}
+    }
+    const app = await createOutboxApp({
+      url: db.url,
+      outbox: { autoStart: false },
+      providers: [Split],
+    });
+    await app.close();
+  });
+
+  it('a handler on a request-scoped provider fails the boot', async () => {
+    @Injectable({ scope: Scope.REQUEST })
+    class PerRequest {
+      @OnOutboxEvent('per-request', { events: ['x'] })
+      handle() {}
+    }
+    const error = await bootFailure([PerRequest]);
+    expect(error).toBeInstanceOf(ScopedOutboxHandlerError);
+    expect(error.message).toBe(
+      'Outbox handler "per-request" on PerRequest.handle belongs to a request- or transient-scoped provider; outbox handlers run outside any request, so the provider must be a singleton',
+    );
+  });
+
+  it('an empty events list fails the boot', async () => {
+    @Injectable()
+    class Nothing {
+      @OnOutboxEvent('nothing', { events: [] })
+      handle() {}
+    }
+    const error = await bootFailure([Nothing]);
+    expect(error).toBeInstanceOf(EmptyOutboxHandlerEventsError);
+    expect(error.message).toBe(
+      `Outbox handler "nothing" on Nothing.handle subscribes to no event: events must be '*' or a non-empty list of event types, got []`,
+    );
+  });
+
+  it('invalid options fail forRoot with one error naming every field and value', () => {
+    expect(() =>
+      OutboxModule.forRoot({ leaseMs: 500, maxAttempts: 0, listen: { channel: 'no way' } }),
+    ).toThrow(InvalidOutboxOptionsError);
+    expect(() => OutboxModule.forRoot({ leaseMs: 500, maxAttempts: 0 })).toThrow(
+      'Invalid OutboxModule options:\n' +
+        '  - leaseMs = 500: leaseMs must not be less than 1000\n' +
+        '  - maxAttempts = 0: maxAttempts must not be less than 1',
+    );
+  });
+
+  it('invalid options from forRootAsync fail the boot', async () => {
+    const error = await createOutboxApp({
+      url: db.url,
+      outboxModule: OutboxModule.forRootAsync({ useFactory: () => ({ handlerTimeoutMs: 60_000 }) }),
+    }).catch((e: Error) => e);
+    expect(error).toBeInstanceOf(InvalidOutboxOptionsError);
+    expect((error as Error).message).toContain(
+      'leaseMs = 60000: leaseMs must cover handlerTimeoutMs (60000) plus 1000 ms to settle',
+    );
+  });
+});
+
+describe('OutboxModule configuration', () => {
+  it('forRoot applies the given options over the defaults', async () => {
+    const app = await createOutboxApp({
+      url: db.url,
+      outbox: { autoStart: false, maxAttempts: 4, types: ['thing.happened'] },
+      providers: [Receiver],
+    });
+    try {
+      expect(app.get<ResolvedOutboxOptions>(OUTBOX_OPTIONS)).toMatchObject({
+        maxAttempts: 4,
+        types: ['thing.happened'],
+        leaseMs: 60_000,
+      });
+      expect(app.get(OutboxDispatcher).state).toBe('idle');
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('forRootAsync reads its options from ConfigService and delivers', async () => {
+    received.length = 0;
+    const app = await createOutboxApp({
+      url: db.url,
+      imports: [
+        ConfigModule.forRoot({ ignoreEnvFile: true, load: [() => ({ OUTBOX_MAX_ATTEMPTS: '7' })] }),
+      ],
+      outboxModule: OutboxModule.forRootAsync({
+        imports: [ConfigModule],
+        inject: [ConfigService],
+        useFactory: (config: ConfigService) => ({
+          maxAttempts: Number(config.getOrThrow<string>('OUTBOX_MAX_ATTEMPTS')),
+          autoStart: false,
+        }),
+      }),
+      providers: [Receiver],
+    });
+    try {
+      expect(app.get<ResolvedOutboxOptions>(OUTBOX_OPTIONS).maxAttempts).toBe(7);
+      const id = await app
+        .get(DataSource)
+        .transaction((manager) =>
+          app
+            .get(OutboxPublisher)
+            .emit(
+              { type: 'thing.happened', aggregateType: 't', aggregateId: '1', payload: {} },
+              { manager },
+            ),
+        );
+      await app.get(OutboxDispatcher).drainOnce();
+      expect(received).toEqual([id]);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('OutboxPublisher with @nestjs-cls/transactional', () => {
+  let app: INestApplication;
+
+  beforeAll(async () => {
+    app = await createOutboxApp({
+      url: db.url,
+      outbox: { autoStart: false },
+      imports: [
+        ClsModule.forRoot({
+          global: true,
+          plugins: [
+            new ClsPluginTransactional({
+              imports: [TypeOrmModule],
+              adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }),
+            }),
+          ],
+        }),
+      ],
+      providers: [Receiver],
+    });
+  });
+
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  const event = { type: 'thing.happened', aggregateType: 't', aggregateId: '1', payload: { n: 1 } };
+
+  it('joins the ambient transaction: the event commits with it', async () => {
+    const txHost = app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
+    const id = await txHost.withTransaction(async () => {
+      await txHost.tx.query(`SELECT 1`);
+      return app.get(OutboxPublisher).emit(event);
+    });
+    const { rows } = await sql.query('SELECT id FROM outbox_event');
+    expect(rows).toEqual([{ id }]);
+  });
+
+  it('rolls back with the ambient transaction', async () => {
+    const txHost = app.get<TransactionHost<TransactionalAdapterTypeOrm>>(TransactionHost);
+    await expect(
+      txHost.withTransaction(async () => {
+        await app.get(OutboxPublisher).emit(event);
+        throw new Error('undo');
+      }),
+    ).rejects.toThrow('undo');
+    const { rows } = await sql.query('SELECT id FROM outbox_event');
+    expect(rows).toEqual([]);
+  });
+
+  it('still refuses to emit when no ambient transaction is active', async () => {
+    await expect(app.get(OutboxPublisher).emit(event)).rejects.toThrow(
+      OutboxTransactionRequiredError,
+    );
+    const { rows } = await sql.query('SELECT id FROM outbox_event');
+    expect(rows).toEqual([]);
+  });
+});

@@ -1,0 +1,320 @@
+import { Injectable, type INestApplication } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import type { Client } from 'pg';
+import {
+  OnOutboxEvent,
+  OUTBOX_EVENT_DEAD,
+  OutboxDispatcher,
+  OutboxPublisher,
+  OutboxTransactionRequiredError,
+  type HandlerContext,
+  type NewOutboxEvent,
+  type OutboxEvent,
+  type OutboxEventDeadPayload,
+} from '@app/outbox';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { createOutboxApp, eventually } from './support/outbox-app';
+
+/** Delivery through the real module: emit, handlers, retries, dead events. */
+
+interface Call {
+  handler: string;
+  event: OutboxEvent;
+  ctx: HandlerContext;
+}
+
+const calls: Call[] = [];
+const behaviour: Record<string, (event: OutboxEvent, ctx: HandlerContext) => unknown> = {};
+
+function callsOf(handler: string, eventId?: string): Call[] {
+  return calls.filter((c) => c.handler === handler && (!eventId || c.event.id === eventId));
+}
+
+function record(handler: string, event: OutboxEvent, ctx: HandlerContext): unknown {
+  calls.push({ handler, event, ctx });
+  return behaviour[handler]?.(event, ctx);
+}
+
+@Injectable()
+class AuditLog {
+  @OnOutboxEvent('audit-log', { events: '*' })
+  handle(event: OutboxEvent, ctx: HandlerContext) {
+    return record('audit-log', event, ctx);
+  }
+}
+
+@Injectable()
+class Billing {
+  @OnOutboxEvent('webhook-fanout', { events: ['invoice.paid', 'member.invited'] })
+  async webhooks(event: OutboxEvent, ctx: HandlerContext) {
+    return await record('webhook-fanout', event, ctx);
+  }
+
+  @OnOutboxEvent('notification-fanout', { events: ['invoice.paid'] })
+  async notify(event: OutboxEvent, ctx: HandlerContext) {
+    return await record('notification-fanout', event, ctx);
+  }
+}
+
+@Injectable()
+class DeadWatcher {
+  @OnOutboxEvent('dead-watch', { events: [OUTBOX_EVENT_DEAD] })
+  handle(event: OutboxEvent, ctx: HandlerContext) {
+    return record('dead-watch', event, ctx);
+  }
+}
+
+let db: TestDatabase;
+let app: INestApplication;
+let publisher: OutboxPublisher;
+let dispatcher: OutboxDispatcher;
+let dataSource: DataSource;
+let sql: Client;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  sql = await db.connect();
+  app = await createOutboxApp({
+    url: db.url,
+    outbox: {
+      autoStart: false,
+      maxAttempts: 3,
+      handlerTimeoutMs: 300,
+      leaseMs: 5000,
+      retry: { baseMs: 1, maxMs: 1, jitter: 0 },
+      deadRetryMs: 1000,
+      retention: { enabled: false },
+    },
+    providers: [AuditLog, Billing, DeadWatcher],
+  });
+  publisher = app.get(OutboxPublisher);
+  dispatcher = app.get(OutboxDispatcher);
+  dataSource = app.get(DataSource);
+});
+
+afterAll(async () => {
+  await app?.close();
+  await db?.close();
+});
+
+beforeEach(async () => {
+  calls.length = 0;
+  for (const key of Object.keys(behaviour)) delete behaviour[key];
+  await sql.query('TRUNCATE outbox_event');
+});
+
+const paid = (overrides: Partial<NewOutboxEvent> = {}): NewOutboxEvent => ({
+  type: 'invoice.paid',
+  aggregateType: 'invoice',
+  aggregateId: 'inv-1',
+  organizationId: 'org-1',
+  requestId: 'req-1',
+  payload: { amount: 100 },
+  ...overrides,
+});
+
+/** Drains by hand until a drain claims nothing; retries are due at once with a 1 ms backoff. */
+async function drainUntilIdle(): Promise<void> {
+  for (let i = 0; i < 50; i++) {
+    const report = await dispatcher.drainOnce();
+    if (!report.ok) throw report.error ?? new Error('drain failed');
+    if (report.claimed === 0) {
+      const { rows } = await sql.query(
+        `SELECT count(*)::int AS n FROM outbox_event
+         WHERE dispatched_at IS NULL AND dead_at IS NULL AND next_attempt_at > now()`,
+      );
+      if (rows[0].n === 0) return;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+  throw new Error('outbox did not become idle');
+}
+
+async function row(id: string) {
+  const { rows } = await sql.query('SELECT * FROM outbox_event WHERE id = $1', [id]);
+  return rows[0];
+}
+
+describe('OutboxModule delivery', () => {
+  it('emit in a committed transaction runs every subscribed handler exactly once after commit, with the id emit returned', async () => {
+    let id = '';
+    await dataSource.transaction(async (manager) => {
+      id = await publisher.emit(paid(), { manager });
+      // Not yet committed: a drain on another connection sees nothing.
+      expect((await dispatcher.drainOnce()).claimed).toBe(0);
+    });
+    expect(calls).toEqual([]);
+    await drainUntilIdle();
+    await drainUntilIdle();
+
+    expect(calls.map((c) => c.handler).sort()).toEqual([
+      'audit-log',
+      'notification-fanout',
+      'webhook-fanout',
+    ]);
+    for (const call of calls) {
+      expect(call.event).toEqual({
+        id,
+        type: 'invoice.paid',
+        aggregateType: 'invoice',
+        aggregateId: 'inv-1',
+        organizationId: 'org-1',
+        requestId: 'req-1',
+        payload: { amount: 100 },
+        metadata: {},
+        occurredAt: expect.any(Date),
+      });
+      expect(call.ctx).toMatchObject({
+        handlerName: call.handler,
+        attempt: 1,
+        idempotencyKey: `${call.handler}:${id}`,
+      });
+      expect(call.ctx.signal.aborted).toBe(false);
+    }
+    const stored = await row(id);
+    expect(stored.dispatched_at).toBeInstanceOf(Date);
+    expect(Object.keys(stored.deliveries).sort()).toEqual([
+      'audit-log',
+      'notification-fanout',
+      'webhook-fanout',
+    ]);
+  });
+
+  it('emit of a batch returns one id per event, in order', async () => {
+    const ids = await dataSource.transaction((manager) =>
+      publisher.emit([paid({ aggregateId: 'a' }), paid({ aggregateId: 'b' })], { manager }),
+    );
+    expect(ids).toHaveLength(2);
+    await drainUntilIdle();
+    expect(callsOf('audit-log').map((c) => [c.event.id, c.event.aggregateId])).toEqual([
+      [ids[0], 'a'],
+      [ids[1], 'b'],
+    ]);
+  });
+
+  it('a rolled-back emit runs nothing', async () => {
+    await expect(
+      dataSource.transaction(async (manager) => {
+        await publisher.emit(paid(), { manager });
+        throw new Error('business rule violated');
+      }),
+    ).rejects.toThrow('business rule violated');
+    await drainUntilIdle();
+    expect(calls).toEqual([]);
+    expect((await sql.query('SELECT count(*)::int AS n FROM outbox_event')).rows[0].n).toBe(0);
+  });
+
+  it('emit outside a transaction throws OutboxTransactionRequiredError and writes nothing', async () => {
+    await expect(publisher.emit(paid())).rejects.toThrow(OutboxTransactionRequiredError);
+    await expect(publisher.emit(paid(), { manager: dataSource.manager })).rejects.toThrow(
+      'OutboxPublisher.emit must run inside a transaction',
+    );
+    expect((await sql.query('SELECT count(*)::int AS n FROM outbox_event')).rows[0].n).toBe(0);
+  });
+
+  it('one failing handler of three is the only one rerun', async () => {
+    let failures = 1;
+    behaviour['webhook-fanout'] = () => {
+      if (failures-- > 0) throw new Error('receiver returned 503');
+    };
+    const id = await dataSource.transaction((manager) => publisher.emit(paid(), { manager }));
+    await drainUntilIdle();
+
+    expect(callsOf('audit-log', id)).toHaveLength(1);
+    expect(callsOf('notification-fanout', id)).toHaveLength(1);
+    expect(callsOf('webhook-fanout', id).map((c) => c.ctx.attempt)).toEqual([1, 2]);
+    const stored = await row(id);
+    expect(stored.attempts).toBe(2);
+    expect(stored.dispatched_at).toBeInstanceOf(Date);
+    expect(stored.last_error).toBeNull();
+  });
+
+  it('a handler over budget fails, sees its signal abort, and the others are delivered', async () => {
+    let seen: AbortSignal | undefined;
+    let abortReason: unknown;
+    behaviour['notification-fanout'] = (_event, ctx) => {
+      seen = ctx.signal;
+      return new Promise<void>((resolve) =>
+        ctx.signal.addEventListener('abort', () => {
+          abortReason = ctx.signal.reason;
+          resolve();
+        }),
+      );
+    };
+    const id = await dataSource.transaction((manager) => publisher.emit(paid(), { manager }));
+    const report = await dispatcher.drainOnce();
+    expect(report).toMatchObject({ claimed: 1, delivered: 0, failed: 1 });
+    expect(seen?.aborted).toBe(true);
+    expect(String(abortReason)).toContain('did not finish within its 300 ms budget');
+    const stored = await row(id);
+    expect(Object.keys(stored.deliveries).sort()).toEqual(['audit-log', 'webhook-fanout']);
+    expect(stored.last_error).toBe(
+      'notification-fanout: OutboxHandlerTimeoutError: Outbox handler "notification-fanout" did not finish within its 300 ms budget',
+    );
+  });
+
+  it('a synchronous throw and a rejected promise both stay contained', async () => {
+    behaviour['audit-log'] = () => {
+      throw new TypeError('sync boom');
+    };
+    behaviour['webhook-fanout'] = () => Promise.reject(new Error('async boom'));
+    const id = await dataSource.transaction((manager) => publisher.emit(paid(), { manager }));
+    const report = await dispatcher.drainOnce();
+    expect(report).toMatchObject({ claimed: 1, failed: 1 });
+    const stored = await row(id);
+    expect(Object.keys(stored.deliveries)).toEqual(['notification-fanout']);
+    expect(stored.last_error).toContain('audit-log: TypeError: sync boom');
+    expect(stored.last_error).toContain('webhook-fanout: Error: async boom');
+  });
+
+  it('max attempts lead to dead, one outbox.event.dead delivered to its subscribers, and a replay after the dead retry delivers it', async () => {
+    let healthy = false;
+    behaviour['webhook-fanout'] = (event) => {
+      if (event.type === 'member.invited' && !healthy) throw new Error('endpoint gone');
+    };
+    const id = await dataSource.transaction((manager) =>
+      publisher.emit(paid({ type: 'member.invited', aggregateType: 'member' }), { manager }),
+    );
+    await drainUntilIdle();
+
+    expect(callsOf('webhook-fanout', id).map((c) => c.ctx.attempt)).toEqual([1, 2, 3]);
+    expect((await row(id)).dead_at).toBeInstanceOf(Date);
+    const announcements = callsOf('dead-watch');
+    expect(announcements).toHaveLength(1);
+    expect(announcements[0].event).toMatchObject({
+      type: OUTBOX_EVENT_DEAD,
+      aggregateType: 'outbox_event',
+      aggregateId: id,
+      organizationId: 'org-1',
+    });
+    expect(announcements[0].event.payload).toEqual<OutboxEventDeadPayload>({
+      eventId: id,
+      type: 'member.invited',
+      aggregateType: 'member',
+      aggregateId: 'inv-1',
+      attempts: 3,
+      failedHandlers: ['webhook-fanout'],
+      lastError: 'webhook-fanout: Error: endpoint gone',
+    });
+    // The announcement itself reaches the wildcard audit handler too.
+    expect(callsOf('audit-log', announcements[0].event.id)).toHaveLength(1);
+
+    healthy = true;
+    await eventually('the dead event is replayed and delivered', async () => {
+      await dispatcher.drainOnce();
+      return (await row(id)).dispatched_at !== null;
+    });
+    expect(callsOf('webhook-fanout', id).map((c) => c.ctx.attempt)).toEqual([1, 2, 3, 4]);
+    expect(callsOf('audit-log', id)).toHaveLength(1);
+    expect(callsOf('dead-watch')).toHaveLength(1);
+  });
+
+  it('an event type nobody handles is settled as delivered', async () => {
+    const id = await dataSource.transaction((manager) =>
+      publisher.emit(paid({ type: 'nobody.cares' }), { manager }),
+    );
+    await drainUntilIdle();
+    expect(callsOf('audit-log', id)).toHaveLength(1);
+    expect((await row(id)).dispatched_at).toBeInstanceOf(Date);
+  });
+});

@@ -1,0 +1,235 @@
+import { Injectable, type INestApplication } from '@nestjs/common';
+import type { Client } from 'pg';
+import { DataSource } from 'typeorm';
+import {
+  OnOutboxEvent,
+  OutboxDispatcher,
+  OutboxPublisher,
+  OutboxRepository,
+  type NewOutboxEvent,
+  type OutboxEvent,
+  type OutboxModuleOptions,
+} from '@app/outbox';
+import { createOutboxApp, eventually } from './support/outbox-app';
+import { startTcpProxy, type TcpProxy } from './support/tcp-proxy';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+
+/**
+ * The running dispatcher and its LISTEN connection, through the real module: every test uses a
+ * ten-minute poll, so an event that gets delivered was woken by a NOTIFY or by the catch-up
+ * drain after a reconnect, never by the poll (eventually gives up after 20 s).
+ */
+
+const TEN_MINUTES = 600_000;
+
+@Injectable()
+class Ledger {
+  readonly calls: OutboxEvent[] = [];
+
+  @OnOutboxEvent('ledger', { events: ['invoice.paid'] })
+  handle(event: OutboxEvent) {
+    this.calls.push(event);
+  }
+}
+
+let db: TestDatabase;
+let sql: Client;
+let pendingState: jest.SpiedFunction<OutboxRepository['pendingState']>;
+const cleanups: Array<() => Promise<void>> = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  sql = await db.connect();
+});
+
+beforeEach(async () => {
+  await sql.query('TRUNCATE outbox_event');
+  // Every pendingState call of the dispatcher, so a test can wait until its drain is over.
+  pendingState = jest.spyOn(OutboxRepository.prototype, 'pendingState');
+});
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  jest.restoreAllMocks();
+});
+
+afterAll(async () => {
+  await db?.close();
+});
+
+interface Running {
+  app: INestApplication;
+  dispatcher: OutboxDispatcher;
+  publisher: OutboxPublisher;
+  dataSource: DataSource;
+  ledger: Ledger;
+}
+
+async function start(outbox: OutboxModuleOptions = {}): Promise<Running> {
+  const app = await createOutboxApp({
+    url: db.url,
+    outbox: { pollIntervalMs: TEN_MINUTES, retention: { enabled: false }, ...outbox },
+    providers: [Ledger],
+  });
+  cleanups.push(() => app.close());
+  const running = {
+    app,
+    dispatcher: app.get(OutboxDispatcher),
+    publisher: app.get(OutboxPublisher),
+    dataSource: app.get(DataSource),
+    ledger: app.get(Ledger),
+  };
+  expect(running.dispatcher.state).toBe('running');
+  expect(running.dispatcher.listenerState).toBe('listening');
+  return running;
+}
+
+async function proxy(): Promise<TcpProxy> {
+  const url = new URL(db.url);
+  const started = await startTcpProxy({ host: url.hostname, port: Number(url.port || '5432') });
+  cleanups.push(() => started.close());
+  return started;
+}
+
+/** The test database reached through the proxy. */
+function urlThrough(relay: TcpProxy): string {
+  const url = new URL(db.url);
+  url.hostname = '127.0.0.1';
+  url.port = String(relay.port);
+  return url.toString();
+}
+
+/** Where the dispatcher stood: its last drain and how often it had asked for its next delay. */
+interface Mark {
+  drain: Date | null;
+  pendingStateCalls: number;
+}
+
+/** Before the app started: the spy is new in every test. */
+const BEFORE_START: Mark = { drain: null, pendingStateCalls: 0 };
+
+function mark(dispatcher: OutboxDispatcher): Mark {
+  return { drain: dispatcher.lastDrainAt, pendingStateCalls: pendingState.mock.calls.length };
+}
+
+/**
+ * Waits until the dispatcher has finished a drain after `since`, asked pendingState for its
+ * next delay and planned its next wake. With nothing due that wake is the ten-minute poll, so
+ * from here on only a NOTIFY or a reconnect wakes it.
+ */
+async function untilAsleep(what: string, dispatcher: OutboxDispatcher, since: Mark): Promise<void> {
+  await eventually(what, () => {
+    const last = dispatcher.lastDrainAt;
+    return (
+      last !== null &&
+      last !== since.drain &&
+      pendingState.mock.calls.length > since.pendingStateCalls
+    );
+  });
+  // Once pendingState has answered, the dispatcher only plans its timer.
+  await Promise.allSettled(pendingState.mock.results.map((result) => result.value as unknown));
+  await new Promise((resolve) => setImmediate(resolve));
+}
+
+const paid = (aggregateId: string): NewOutboxEvent => ({
+  type: 'invoice.paid',
+  aggregateType: 'invoice',
+  aggregateId,
+  payload: { amount: 100 },
+});
+
+function emit(running: Running, event: NewOutboxEvent): Promise<string> {
+  return running.dataSource.transaction((manager) => running.publisher.emit(event, { manager }));
+}
+
+function delivered(running: Running, id: string): boolean {
+  return running.ledger.calls.some((event) => event.id === id);
+}
+
+/** Backend pids of the dispatcher's LISTEN connection on this test's database. */
+async function listenerBackends(): Promise<number[]> {
+  const { rows } = await sql.query<{ pid: number }>(
+    `SELECT pid FROM pg_stat_activity WHERE application_name = 'outbox-listener' AND datname = $1`,
+    [db.name],
+  );
+  return rows.map((row) => row.pid);
+}
+
+async function row(id: string) {
+  const { rows } = await sql.query('SELECT * FROM outbox_event WHERE id = $1', [id]);
+  return rows[0];
+}
+
+describe('OutboxModule listener', () => {
+  it('delivers an event promptly on its NOTIFY although the poll is ten minutes away', async () => {
+    const running = await start();
+    await untilAsleep('the first drain at start', running.dispatcher, BEFORE_START);
+
+    const id = await emit(running, paid('inv-notify'));
+    await eventually('the NOTIFY-woken delivery', () => delivered(running, id));
+
+    expect(running.ledger.calls.map((event) => event.id)).toEqual([id]);
+    await eventually('the settle', async () => (await row(id)).dispatched_at !== null);
+    expect((await row(id)).attempts).toBe(1);
+  });
+
+  it('reconnects after pg_terminate_backend and the catch-up drain delivers an event written while it was down', async () => {
+    // The reconnect waits at least 900 ms (1000 less jitter): the event commits well before.
+    const running = await start({ listen: { reconnectMinMs: 1000 } });
+    await untilAsleep('the first drain at start', running.dispatcher, BEFORE_START);
+    const [killed] = await listenerBackends();
+    expect(killed).toBeDefined();
+
+    const { rows } = await sql.query<{ terminated: boolean }>(
+      'SELECT pg_terminate_backend($1) AS terminated',
+      [killed],
+    );
+    expect(rows).toEqual([{ terminated: true }]);
+    await eventually('the listener to notice', () => {
+      return running.dispatcher.listenerState === 'reconnecting';
+    });
+
+    // Its NOTIFY reaches nobody: only the drain after the reconnect can find it.
+    const id = await emit(running, paid('inv-missed'));
+    expect(running.dispatcher.listenerState).toBe('reconnecting');
+    expect(delivered(running, id)).toBe(false);
+
+    await eventually('the catch-up delivery', () => delivered(running, id));
+    await eventually('the listener to be back', () => {
+      return running.dispatcher.listenerState === 'listening';
+    });
+    const now = await listenerBackends();
+    expect(now).toHaveLength(1);
+    expect(now).not.toContain(killed);
+    expect(running.ledger.calls.map((event) => event.id)).toEqual([id]);
+  });
+
+  it('replaces a half-open LISTEN connection found by the probe and delivers a later event on its NOTIFY', async () => {
+    const relay = await proxy();
+    const running = await start({
+      listen: { connectionString: urlThrough(relay), probeIntervalMs: 200, queryTimeoutMs: 300 },
+    });
+    await untilAsleep('the first drain at start', running.dispatcher, BEFORE_START);
+    expect(relay.connections).toHaveLength(1);
+    const before = mark(running.dispatcher);
+
+    relay.blackhole();
+    await eventually('the probe to give up on the half-open connection', () => {
+      return relay.connections[0].clientClosed;
+    });
+    await eventually('a new LISTEN connection through the proxy', () => {
+      return relay.connections.length === 2 && running.dispatcher.listenerState === 'listening';
+    });
+    expect(relay.connections[1].blackholed).toBe(false);
+    // The reconnect wakes a catch-up drain; once it is over, only a NOTIFY on the new connection
+    // can wake the dispatcher.
+    await untilAsleep('the catch-up drain after the reconnect', running.dispatcher, before);
+
+    const id = await emit(running, paid('inv-after-half-open'));
+    await eventually('the delivery woken through the new connection', () => {
+      return delivered(running, id);
+    });
+    expect(running.ledger.calls.map((event) => event.id)).toEqual([id]);
+    expect(relay.connections).toHaveLength(2);
+  });
+});

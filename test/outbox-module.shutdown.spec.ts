@@ -1,0 +1,255 @@
+import { Injectable, type INestApplication } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import type { Client } from 'pg';
+import {
+  OnOutboxEvent,
+  OutboxDispatcher,
+  OutboxPublisher,
+  type HandlerContext,
+  type OutboxDispatcherState,
+  type OutboxEvent,
+  type OutboxModuleOptions,
+} from '@app/outbox';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { createOutboxApp, deferred, eventually } from './support/outbox-app';
+
+/** Graceful shutdown through the real module: `app.close()` runs the hooks a SIGTERM would. */
+
+interface Call {
+  event: OutboxEvent;
+  ctx: HandlerContext;
+}
+
+const calls: Call[] = [];
+let behaviour: ((event: OutboxEvent, ctx: HandlerContext) => unknown) | undefined;
+
+@Injectable()
+class Mailer {
+  @OnOutboxEvent('send-invitation', { events: ['member.invited'] })
+  handle(event: OutboxEvent, ctx: HandlerContext) {
+    calls.push({ event, ctx });
+    return behaviour?.(event, ctx);
+  }
+}
+
+let db: TestDatabase;
+let sql: Client;
+/** Apps a test has not closed itself (it failed first): closed after it. */
+const open = new Set<INestApplication>();
+/** Resolvers of handlers a test holds open, so a failed test leaves nothing hanging. */
+const holds: Array<() => void> = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  sql = await db.connect();
+});
+
+afterAll(async () => {
+  await db?.close();
+});
+
+beforeEach(async () => {
+  calls.length = 0;
+  behaviour = undefined;
+  await sql.query('TRUNCATE outbox_event');
+});
+
+afterEach(async () => {
+  for (const release of holds.splice(0)) release();
+  await Promise.all([...open].map((app) => close(app)));
+});
+
+async function start(outbox: OutboxModuleOptions = {}): Promise<INestApplication> {
+  const app = await createOutboxApp({
+    url: db.url,
+    outbox: { retention: { enabled: false }, ...outbox },
+    providers: [Mailer],
+  });
+  open.add(app);
+  return app;
+}
+
+function close(app: INestApplication): Promise<void> {
+  open.delete(app);
+  return app.close();
+}
+
+/** A handler promise the test resolves; released after the test at the latest. */
+function hold(): { promise: Promise<void>; resolve: () => void } {
+  const gate = deferred();
+  holds.push(() => gate.resolve());
+  return gate;
+}
+
+/** Emits the events in one committed transaction, so a single claim sees all of them. */
+async function emit(app: INestApplication, aggregateIds: string[]): Promise<string[]> {
+  const publisher = app.get(OutboxPublisher);
+  return app.get(DataSource).transaction((manager) =>
+    publisher.emit(
+      aggregateIds.map((aggregateId) => ({
+        type: 'member.invited',
+        aggregateType: 'member',
+        aggregateId,
+        payload: { email: `${aggregateId}@example.test` },
+      })),
+      { manager },
+    ),
+  );
+}
+
+async function row(id: string) {
+  const { rows } = await sql.query(
+    `SELECT *, lease_expires_at > now() AS leased, next_attempt_at <= now() AS due
+     FROM outbox_event WHERE id = $1`,
+    [id],
+  );
+  return rows[0];
+}
+
+describe('OutboxModule shutdown', () => {
+  it('close() waits for a handler that finishes within the grace and settles its event', async () => {
+    const gate = hold();
+    behaviour = () => gate.promise;
+    const app = await start({ shutdownGraceMs: 10_000 });
+    const dispatcher = app.get(OutboxDispatcher);
+    const [id] = await emit(app, ['m-1']);
+    await eventually('the handler is running', () => calls.length === 1);
+
+    let closed = false;
+    const closing = close(app).then(() => (closed = true));
+    await eventually('the dispatcher is stopping', () => dispatcher.state === 'stopping');
+    // The handler still holds the drain, so close() cannot have returned.
+    expect(closed).toBe(false);
+    gate.resolve();
+    await closing;
+
+    expect(dispatcher.state).toBe('stopped');
+    expect(calls).toHaveLength(1);
+    expect(calls[0].ctx.signal.aborted).toBe(false);
+    const stored = await row(id);
+    expect(stored.dispatched_at).toBeInstanceOf(Date);
+    expect(stored.lease_expires_at).toBeNull();
+    expect(stored.attempts).toBe(1);
+    expect(Object.keys(stored.deliveries)).toEqual(['send-invitation']);
+  });
+
+  it('close() abandons a handler that outlives the grace: it returns, the handler signal aborts, the event keeps its lease and another instance delivers it after the lease', async () => {
+    const hung = hold();
+    let hungHandlerReturned = false;
+    behaviour = async () => {
+      await hung.promise;
+      hungHandlerReturned = true;
+    };
+    // The grace runs out long before the handler budget, which runs out before the lease.
+    const options = { shutdownGraceMs: 300, handlerTimeoutMs: 1000, leaseMs: 3000 };
+    const first = await start(options);
+    const dispatcher = first.get(OutboxDispatcher);
+    const [id] = await emit(first, ['m-1']);
+    await eventually('the handler is running', () => calls.length === 1);
+
+    const closeStarted = Date.now();
+    await close(first);
+    const closeTookMs = Date.now() - closeStarted;
+
+    // close() returned although the handler's promise was never resolved.
+    expect(hungHandlerReturned).toBe(false);
+    expect(dispatcher.state).toBe('stopped');
+    const signal = calls[0].ctx.signal;
+    expect(signal.aborted).toBe(true);
+    expect(String(signal.reason)).toContain('abandoned at shutdown');
+    // The documented bound: the grace plus what stopping the listener and settling take.
+    expect(closeTookMs).toBeLessThan(options.shutdownGraceMs + 5000);
+
+    const abandoned = await row(id);
+    expect(abandoned.dispatched_at).toBeNull();
+    expect(abandoned.leased).toBe(true);
+    expect(abandoned.attempts).toBe(1);
+    expect(abandoned.last_error).toBeNull();
+    expect(abandoned.deliveries).toEqual({});
+
+    behaviour = undefined;
+    const second = await start(options);
+    await eventually(
+      'the second instance delivers the event once the lease ends',
+      async () => (await row(id)).dispatched_at !== null,
+    );
+    expect(calls.map((c) => [c.event.id, c.ctx.attempt])).toEqual([
+      [id, 1],
+      [id, 2],
+    ]);
+    expect(calls[1].ctx.signal.aborted).toBe(false);
+    expect(Object.keys((await row(id)).deliveries)).toEqual(['send-invitation']);
+    await close(second);
+    expect(hungHandlerReturned).toBe(false);
+  });
+
+  it('close() releases claimed events whose handlers never started and settles the running one', async () => {
+    const gate = hold();
+    behaviour = () => (calls.length === 1 ? gate.promise : undefined);
+    const app = await start({ concurrency: 1, shutdownGraceMs: 10_000 });
+    const dispatcher = app.get(OutboxDispatcher);
+    const ids = await emit(app, ['m-1', 'm-2', 'm-3']);
+    await eventually('the first handler is running', () => calls.length === 1);
+
+    // One claim took all three; only the first has a handler running.
+    for (const id of ids) {
+      const claimed = await row(id);
+      expect(claimed.attempts).toBe(1);
+      expect(claimed.leased).toBe(true);
+    }
+    const runningId = calls[0].event.id;
+    const unstartedIds = ids.filter((id) => id !== runningId);
+    expect(unstartedIds).toHaveLength(2);
+
+    const closing = close(app);
+    await eventually('the dispatcher is stopping', () => dispatcher.state === 'stopping');
+    gate.resolve();
+    await closing;
+
+    expect(calls.map((c) => c.event.id)).toEqual([runningId]);
+    const settled = await row(runningId);
+    expect(settled.dispatched_at).toBeInstanceOf(Date);
+    expect(settled.lease_expires_at).toBeNull();
+    expect(settled.attempts).toBe(1);
+    for (const id of unstartedIds) {
+      const released = await row(id);
+      expect(released.lease_expires_at).toBeNull();
+      expect(released.attempts).toBe(0);
+      expect(released.dispatched_at).toBeNull();
+      expect(released.dead_at).toBeNull();
+      expect(released.last_error).toBeNull();
+      expect(released.due).toBe(true);
+    }
+  });
+
+  it("the dispatcher's state goes running, then stopping while a handler holds the drain, then stopped", async () => {
+    const gate = hold();
+    behaviour = () => gate.promise;
+    const app = await start({ shutdownGraceMs: 10_000 });
+    const dispatcher = app.get(OutboxDispatcher);
+    const seen: OutboxDispatcherState[] = [];
+    const observe = () => {
+      if (seen[seen.length - 1] !== dispatcher.state) seen.push(dispatcher.state);
+    };
+    observe();
+    await emit(app, ['m-1']);
+    await eventually('the handler is running', () => calls.length === 1);
+    observe();
+
+    const sampler = setInterval(observe, 1);
+    try {
+      const closing = close(app);
+      await eventually('the dispatcher is stopping', () => {
+        observe();
+        return dispatcher.state === 'stopping';
+      });
+      gate.resolve();
+      await closing;
+    } finally {
+      clearInterval(sampler);
+    }
+    observe();
+
+    expect(seen).toEqual(['running', 'stopping', 'stopped']);
+  });
+});

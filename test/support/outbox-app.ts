@@ -1,0 +1,69 @@
+import type { DynamicModule, INestApplication, Provider, Type } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { OUTBOX_ENTITIES, OutboxModule, type OutboxModuleOptions } from '@app/outbox';
+
+export interface OutboxAppOptions {
+  /** Connection string of the test database. */
+  url: string;
+  outbox?: OutboxModuleOptions;
+  /** Replaces `OutboxModule.forRoot(outbox)`, e.g. with a `forRootAsync` definition. */
+  outboxModule?: DynamicModule;
+  /** Providers with `@OnOutboxEvent` handlers, and anything else the test needs. */
+  providers?: Provider[];
+  controllers?: Type[];
+  imports?: Array<Type | DynamicModule | Promise<DynamicModule>>;
+}
+
+/**
+ * A Nest application with TypeORM on the test database and the outbox module, initialised
+ * (so bootstrap hooks ran and the dispatcher started unless `autoStart` is off). Close it with
+ * `app.close()`, which runs the shutdown hooks as a SIGTERM would.
+ */
+export async function createOutboxApp(options: OutboxAppOptions): Promise<INestApplication> {
+  const moduleRef = await Test.createTestingModule({
+    imports: [
+      TypeOrmModule.forRoot({
+        type: 'postgres',
+        url: options.url,
+        entities: [...OUTBOX_ENTITIES],
+        synchronize: false,
+        logging: false,
+      }),
+      options.outboxModule ?? OutboxModule.forRoot({ pollIntervalMs: 60_000, ...options.outbox }),
+      ...(options.imports ?? []),
+    ],
+    providers: options.providers ?? [],
+    controllers: options.controllers ?? [],
+  }).compile();
+  const app = moduleRef.createNestApplication({
+    logger: process.env.OUTBOX_TEST_LOG ? undefined : false,
+  });
+  try {
+    await app.init();
+  } catch (error) {
+    // A boot that fails after TypeORM connected must still release its connections.
+    await app.close().catch(() => undefined);
+    throw error;
+  }
+  return app;
+}
+
+/** Polls until `condition` holds; fails with `what` after 20 s. No assertion on how long it took. */
+export async function eventually(
+  what: string,
+  condition: () => boolean | Promise<boolean>,
+): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** A promise with its resolver outside, for handlers a test holds open. */
+export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
