@@ -13,7 +13,8 @@
  *       `UPDATE ... WHERE id = ANY($1)` settle per batch.
  *
  * Uses DATABASE_URL when set, else starts an embedded PostgreSQL. BENCH_EVENTS (20000) and
- * BENCH_LATENCY_SECONDS (10) scale the run.
+ * BENCH_LATENCY_SECONDS (10) scale the run; BENCH_OUTBOX_OPTIONS (JSON) overrides module
+ * options, e.g. '{"concurrency":20}'.
  */
 import 'reflect-metadata';
 import { Injectable, type INestApplication } from '@nestjs/common';
@@ -29,6 +30,7 @@ import {
   OutboxModule,
   OutboxPublisher,
   type NewOutboxEvent,
+  type OutboxModuleOptions,
   type OutboxEvent,
 } from '../libs/outbox/src';
 import { OUTBOX_MIGRATIONS } from '../migrations';
@@ -38,6 +40,7 @@ import { withDatabase } from '../test/support/database-url';
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 20_000);
 const LATENCY_SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? 10);
 const RATE_PER_SECOND = 100;
+const OUTBOX_OPTIONS = JSON.parse(process.env.BENCH_OUTBOX_OPTIONS ?? '{}') as OutboxModuleOptions;
 const CHANNEL = 'outbox_event';
 
 /** Handler calls by event id, with the time they happened. */
@@ -86,7 +89,9 @@ async function run(url: string, admin: Client): Promise<void> {
      ORDER BY name`,
   );
   console.log(`PostgreSQL: ${settings.rows.map((r) => `${r.name}=${r.setting}`).join(', ')}`);
-  console.log(`Node ${process.version}, ${EVENTS} events\n`);
+  console.log(
+    `Node ${process.version}, ${EVENTS} events, options ${JSON.stringify(OUTBOX_OPTIONS)}\n`,
+  );
 
   const migrator = new DataSource({ type: 'postgres', url, migrations: OUTBOX_MIGRATIONS });
   await migrator.initialize();
@@ -132,7 +137,7 @@ async function createApp(url: string, autoStart: boolean): Promise<INestApplicat
         entities: [...OUTBOX_ENTITIES],
         logging: false,
       }),
-      OutboxModule.forRoot({ autoStart, retention: { enabled: false } }),
+      OutboxModule.forRoot({ ...OUTBOX_OPTIONS, autoStart, retention: { enabled: false } }),
     ],
     providers: [NoopHandler],
   }).compile();

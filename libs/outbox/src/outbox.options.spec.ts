@@ -7,7 +7,7 @@ describe('resolveOutboxOptions', () => {
       leaseMs: 60_000,
       handlerTimeoutMs: 10_000,
       batchSize: 100,
-      concurrency: 10,
+      concurrency: 20,
       maxAttempts: 10,
       retry: { baseMs: 1000, maxMs: 300_000, jitter: 0.2 },
       deadRetryMs: 21_600_000,
@@ -119,7 +119,8 @@ describe('resolveOutboxOptions', () => {
 
 describe('claimLimit', () => {
   it('claims no more than the workers can finish within the lease', () => {
-    expect(claimLimit(resolveOutboxOptions({}))).toBe(50); // 10 workers x 5 rounds of 10 s in 59 s
+    expect(claimLimit(resolveOutboxOptions({}))).toBe(100); // 20 workers x 5 rounds of 10 s in 59 s, capped by batchSize
+    expect(claimLimit(resolveOutboxOptions({ concurrency: 10 }))).toBe(50);
     expect(claimLimit(resolveOutboxOptions({ handlerTimeoutMs: 1000, concurrency: 4 }))).toBe(100);
     expect(
       claimLimit(

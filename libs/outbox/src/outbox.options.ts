@@ -75,7 +75,7 @@ export class OutboxModuleOptions {
   /** Most events claimed per drain (further bounded by what the lease can process). */
   @IsInt() @Min(1) @Max(10_000) batchSize?: number = 100;
   /** Events delivered at the same time by one instance. */
-  @IsInt() @Min(1) @Max(1000) concurrency?: number = 10;
+  @IsInt() @Min(1) @Max(1000) concurrency?: number = 20;
   /** Attempts before an event becomes dead and is announced with `outbox.event.dead`. */
   @IsInt() @Min(1) maxAttempts?: number = 10;
   @ValidateNested() @Type(() => OutboxRetryOptions) retry?: OutboxRetryOptions =
