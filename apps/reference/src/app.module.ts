@@ -1,0 +1,97 @@
+import {
+  Module,
+  type DynamicModule,
+  type MiddlewareConsumer,
+  type NestModule,
+} from '@nestjs/common';
+import { ConfigModule, ConfigService } from '@nestjs/config';
+import { ScheduleModule } from '@nestjs/schedule';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { OutboxModule } from '@app/outbox';
+import { OUTBOX_MIGRATIONS, REFERENCE_APP_MIGRATIONS } from '../../../migrations';
+import { AuditModule } from './audit/audit.module';
+import { requestIdMiddleware } from './common/request-id';
+import { validateAppConfig, type AppConfig } from './config/app.config';
+import { APP_ENTITIES } from './database/entities';
+import { EventsModule } from './events/events.module';
+import { HealthModule } from './health/health.module';
+import { InvoicesModule } from './invoices/invoices.module';
+import { NotificationsModule } from './notifications/notifications.module';
+import { OrganizationsModule } from './organizations/organizations.module';
+import { OutboxAdminModule } from './outbox-admin/outbox-admin.module';
+import { WebhooksModule } from './webhooks/webhooks.module';
+
+const HOUR = 3_600_000;
+
+export interface AppModuleOptions {
+  /** The environment to read; `process.env` when absent (tests pass their own). */
+  env?: Record<string, string | undefined>;
+}
+
+/**
+ * A small multi-tenant SaaS API: organizations, members and invoices emit outbox events; the
+ * audit log, webhooks and notifications react to them, each in its own module.
+ */
+@Module({})
+export class AppModule implements NestModule {
+  static forRoot(options: AppModuleOptions = {}): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        ConfigModule.forRoot({
+          isGlobal: true,
+          ignoreEnvFile: true,
+          ignoreEnvVars: true,
+          load: [() => ({ ...validateAppConfig(options.env ?? process.env) })],
+        }),
+        TypeOrmModule.forRootAsync({
+          inject: [ConfigService],
+          useFactory: (config: ConfigService<AppConfig, true>) => {
+            const url = config.get('DATABASE_URL', { infer: true });
+            if (!url)
+              throw new Error(
+                'DATABASE_URL is not set (npm start sets it for the embedded database)',
+              );
+            return {
+              type: 'postgres' as const,
+              url,
+              entities: APP_ENTITIES,
+              migrations: [...OUTBOX_MIGRATIONS, ...REFERENCE_APP_MIGRATIONS],
+              migrationsRun: true,
+              logging: false,
+            };
+          },
+        }),
+        ScheduleModule.forRoot(),
+        OutboxModule.forRootAsync({
+          inject: [ConfigService],
+          useFactory: (config: ConfigService<AppConfig, true>) => ({
+            maxAttempts: config.get('OUTBOX_MAX_ATTEMPTS', { infer: true }),
+            deadRetryMs: Math.round(config.get('OUTBOX_DEAD_RETRY_HOURS', { infer: true }) * HOUR),
+            leaseMs: config.get('OUTBOX_LEASE_MS', { infer: true }),
+            handlerTimeoutMs: config.get('OUTBOX_HANDLER_TIMEOUT_MS', { infer: true }),
+            shutdownGraceMs: config.get('OUTBOX_SHUTDOWN_GRACE_MS', { infer: true }),
+            pollIntervalMs: config.get('OUTBOX_POLL_INTERVAL_MS', { infer: true }),
+            retention: {
+              retentionMs: Math.round(
+                config.get('OUTBOX_RETENTION_DAYS', { infer: true }) * 24 * HOUR,
+              ),
+            },
+          }),
+        }),
+        EventsModule,
+        OrganizationsModule,
+        InvoicesModule,
+        AuditModule,
+        WebhooksModule,
+        NotificationsModule,
+        OutboxAdminModule,
+        HealthModule,
+      ],
+    };
+  }
+
+  configure(consumer: MiddlewareConsumer): void {
+    consumer.apply(requestIdMiddleware).forRoutes('*path');
+  }
+}

@@ -1,0 +1,41 @@
+import { plainToInstance, Type } from 'class-transformer';
+import { IsInt, IsOptional, IsString, Matches, Max, Min, validateSync } from 'class-validator';
+import { scrubError } from '@app/outbox';
+
+/**
+ * The app's environment, validated at boot: a bad value stops the start with every bad
+ * variable named (secrets scrubbed).
+ */
+export class AppConfig {
+  /** Unset: `npm start` runs an embedded PostgreSQL with its data under `.data/`. */
+  @IsOptional() @Matches(/^postgres(ql)?:\/\//) DATABASE_URL?: string;
+  @Type(() => Number) @IsInt() @Min(0) @Max(65535) PORT = 3000;
+  @Type(() => Number) @IsInt() @Min(1) OUTBOX_MAX_ATTEMPTS = 10;
+  @Type(() => Number) @Min(0.001) OUTBOX_DEAD_RETRY_HOURS = 6;
+  @Type(() => Number) @IsInt() @Min(1000) OUTBOX_LEASE_MS = 60_000;
+  @Type(() => Number) @IsInt() @Min(1) OUTBOX_HANDLER_TIMEOUT_MS = 10_000;
+  @Type(() => Number) @IsInt() @Min(0) OUTBOX_SHUTDOWN_GRACE_MS = 10_000;
+  @Type(() => Number) @IsInt() @Min(10) OUTBOX_POLL_INTERVAL_MS = 30_000;
+  @Type(() => Number) @Min(0) OUTBOX_RETENTION_DAYS = 7;
+  /** `smtp://user:pass@host:port`; unset: mails are recorded in the `mail_log` table. */
+  @IsOptional() @Matches(/^smtps?:\/\//) SMTP_URL?: string;
+  @IsString() MAIL_FROM = 'Outbox Demo <noreply@example.test>';
+  @Type(() => Number) @IsInt() @Min(100) WEBHOOK_TIMEOUT_MS = 5000;
+  @Type(() => Number) @IsInt() @Min(1) WEBHOOK_MAX_ATTEMPTS = 8;
+  @Type(() => Number) @IsInt() @Min(10) WEBHOOK_POLL_INTERVAL_MS = 1000;
+  @Type(() => Number) @IsInt() @Min(1) WEBHOOK_RETRY_BASE_MS = 1000;
+}
+
+/** `validate` of ConfigModule: typed values, or one error naming every bad variable. */
+export function validateAppConfig(env: Record<string, unknown>): AppConfig {
+  const config = plainToInstance(AppConfig, env, { exposeDefaultValues: true });
+  const errors = validateSync(config, { skipMissingProperties: false });
+  if (errors.length > 0) {
+    const lines = errors.map(
+      (e) =>
+        `  - ${e.property} = ${scrubError(JSON.stringify(e.value) ?? 'undefined')}: ${Object.values(e.constraints ?? {}).join('; ')}`,
+    );
+    throw new Error(`Invalid environment:\n${lines.join('\n')}`);
+  }
+  return config;
+}

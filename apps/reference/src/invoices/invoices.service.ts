@@ -1,0 +1,80 @@
+import { ConflictException, Injectable, NotFoundException } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { DataSource } from 'typeorm';
+import { DomainEvents } from '../events/domain-events';
+import { Organization } from '../organizations/organization.entity';
+import { Invoice } from './invoice.entity';
+import type { IssueInvoiceDto } from './invoices.dto';
+
+/** Issues and pays invoices; each change and its event commit together. */
+@Injectable()
+export class InvoicesService {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly events: DomainEvents,
+  ) {}
+
+  issue(organizationId: string, dto: IssueInvoiceDto, requestId: string) {
+    return this.dataSource.transaction(async (manager) => {
+      if (!(await manager.existsBy(Organization, { id: organizationId }))) {
+        throw new NotFoundException(`organization ${organizationId} does not exist`);
+      }
+      if (await manager.existsBy(Invoice, { organizationId, number: dto.number })) {
+        throw new ConflictException(`invoice ${dto.number} already exists`);
+      }
+      const invoice = await manager.save(Invoice, {
+        id: randomUUID(),
+        organizationId,
+        number: dto.number,
+        amountCents: dto.amountCents,
+        currency: dto.currency,
+        status: 'issued' as const,
+        paidAt: null,
+      });
+      const eventId = await this.events.emit(manager, {
+        type: 'invoice.issued',
+        aggregateType: 'invoice',
+        aggregateId: invoice.id,
+        organizationId,
+        requestId,
+        payload: {
+          invoiceId: invoice.id,
+          number: invoice.number,
+          amountCents: invoice.amountCents,
+          currency: invoice.currency,
+        },
+      });
+      return { ...invoice, eventId };
+    });
+  }
+
+  pay(organizationId: string, invoiceId: string, requestId: string) {
+    return this.dataSource.transaction(async (manager) => {
+      // The row lock keeps two concurrent payments from both emitting invoice.paid.
+      const invoice = await manager.findOne(Invoice, {
+        where: { id: invoiceId, organizationId },
+        lock: { mode: 'pessimistic_write' },
+      });
+      if (!invoice) throw new NotFoundException(`invoice ${invoiceId} does not exist`);
+      if (invoice.status === 'paid')
+        throw new ConflictException(`invoice ${invoice.number} is already paid`);
+      invoice.status = 'paid';
+      invoice.paidAt = new Date();
+      await manager.save(invoice);
+      const eventId = await this.events.emit(manager, {
+        type: 'invoice.paid',
+        aggregateType: 'invoice',
+        aggregateId: invoice.id,
+        organizationId,
+        requestId,
+        payload: {
+          invoiceId: invoice.id,
+          number: invoice.number,
+          amountCents: invoice.amountCents,
+          currency: invoice.currency,
+        },
+      });
+      return { ...invoice, eventId };
+    });
+  }
+}

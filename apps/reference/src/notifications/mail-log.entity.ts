@@ -1,0 +1,12 @@
+import { Column, CreateDateColumn, Entity, PrimaryColumn } from 'typeorm';
+
+@Entity({ name: 'mail_log' })
+export class MailLog {
+  @PrimaryColumn({ name: 'idempotency_key', type: 'text' }) idempotencyKey!: string;
+  @Column('text') recipient!: string;
+  @Column('text') subject!: string;
+  @Column('text') body!: string;
+  @Column('text') transport!: 'smtp' | 'recorded';
+  @Column({ name: 'sent_at', type: 'timestamptz', nullable: true }) sentAt!: Date | null;
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' }) createdAt!: Date;
+}

@@ -1,0 +1,82 @@
+import type { INestApplication } from '@nestjs/common';
+import type { Client } from 'pg';
+import request from 'supertest';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { createReferenceApp } from '../support/reference-app';
+import { eventually } from '../support/outbox-app';
+
+/** The domain API: each action writes its change and its event together, or nothing. */
+
+let db: TestDatabase;
+let app: INestApplication;
+let sql: Client;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  app = await createReferenceApp(db.url);
+  sql = await db.connect();
+});
+
+afterAll(async () => {
+  await app?.close();
+  await db?.close();
+});
+
+async function count(table: string): Promise<number> {
+  const { rows } = await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
+  return rows[0].n;
+}
+
+describe('reference app domain', () => {
+  it('creating an organization writes it, its admin and organization.created with the request id', async () => {
+    const res = await request(app.getHttpServer())
+      .post('/organizations')
+      .set('x-request-id', 'req-create-1')
+      .send({ name: 'Acme', adminEmail: 'Ada@Acme.test' })
+      .expect(201);
+    expect(res.headers['x-request-id']).toBe('req-create-1');
+    const { rows } = await sql.query(
+      'SELECT type, organization_id, request_id, aggregate_type, payload FROM outbox_event WHERE id = $1',
+      [res.body.eventId],
+    );
+    expect(rows).toEqual([
+      {
+        type: 'organization.created',
+        organization_id: res.body.id,
+        request_id: 'req-create-1',
+        aggregate_type: 'organization',
+        payload: { organizationId: res.body.id, name: 'Acme' },
+      },
+    ]);
+    await eventually('the event is delivered', async () => {
+      const r = await sql.query('SELECT dispatched_at FROM outbox_event WHERE id = $1', [
+        res.body.eventId,
+      ]);
+      return r.rows[0].dispatched_at !== null;
+    });
+  });
+
+  it('a payload that fails validation gets a 400 naming the field, and nothing is written', async () => {
+    const org = await request(app.getHttpServer())
+      .post('/organizations')
+      .send({ name: 'Beta', adminEmail: 'bo@beta.test' })
+      .expect(201);
+    const before = { invoices: await count('invoice'), events: await count('outbox_event') };
+    const res = await request(app.getHttpServer())
+      .post(`/organizations/${org.body.id}/invoices`)
+      .send({ number: 'INV-1', amountCents: -5, currency: 'EUR' })
+      .expect(400);
+    expect(JSON.stringify(res.body.message)).toContain('amountCents must not be less than 1');
+    const bad = await request(app.getHttpServer())
+      .post(`/organizations/${org.body.id}/members`)
+      .send({ email: 'not-an-email', role: 'owner' })
+      .expect(400);
+    expect(JSON.stringify(bad.body.message)).toContain('email must be an email');
+    expect(JSON.stringify(bad.body.message)).toContain(
+      'role must be one of the following values: admin, member',
+    );
+    expect({ invoices: await count('invoice'), events: await count('outbox_event') }).toEqual(
+      before,
+    );
+  });
+});

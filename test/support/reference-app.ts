@@ -1,0 +1,40 @@
+import type { INestApplication } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { AppModule } from '../../apps/reference/src/app.module';
+import { configureApp } from '../../apps/reference/src/app.setup';
+
+/**
+ * The reference app on a test database, initialised (migrations applied, dispatcher running)
+ * but not listening; use `supertest(app.getHttpServer())`. `env` overrides the test defaults,
+ * which keep retries and polls short.
+ */
+export async function createReferenceApp(
+  url: string,
+  env: Record<string, string | undefined> = {},
+): Promise<INestApplication> {
+  const moduleRef = await Test.createTestingModule({
+    imports: [
+      AppModule.forRoot({
+        env: {
+          DATABASE_URL: url,
+          OUTBOX_POLL_INTERVAL_MS: '1000',
+          OUTBOX_SHUTDOWN_GRACE_MS: '2000',
+          WEBHOOK_POLL_INTERVAL_MS: '50',
+          WEBHOOK_RETRY_BASE_MS: '50',
+          WEBHOOK_TIMEOUT_MS: '2000',
+          ...env,
+        },
+      }),
+    ],
+  }).compile();
+  const app = configureApp(
+    moduleRef.createNestApplication({ logger: process.env.OUTBOX_TEST_LOG ? undefined : false }),
+  );
+  try {
+    await app.init();
+  } catch (error) {
+    await app.close().catch(() => undefined);
+    throw error;
+  }
+  return app;
+}
