@@ -63,4 +63,5 @@ export {
   ScopedOutboxHandlerError,
 } from './outbox.errors';
 export { scrubError } from './scrub-error';
+export { retryDelayMs, type BackoffSettings } from './retry-backoff';
 export { DEFAULT_OUTBOX_CHANNEL, OUTBOX_EVENT_DEAD, OUTBOX_TABLE } from './outbox.constants';

@@ -4,6 +4,7 @@ import {
   Logger,
   type BeforeApplicationShutdown,
   type OnApplicationBootstrap,
+  type OnModuleDestroy,
 } from '@nestjs/common';
 import { setMaxListeners } from 'node:events';
 import type { ClientConfig } from 'pg';
@@ -28,7 +29,9 @@ export type OutboxDispatcherState = 'idle' | 'running' | 'stopping' | 'stopped';
  * bootstrap (unless `autoStart` is off) and stops within the shutdown grace.
  */
 @Injectable()
-export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicationShutdown {
+export class OutboxDispatcher
+  implements OnApplicationBootstrap, OnModuleDestroy, BeforeApplicationShutdown
+{
   private readonly logger = new Logger('Outbox');
   private current: OutboxDispatcherState = 'idle';
   private timer: NodeJS.Timeout | undefined;
@@ -72,6 +75,14 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
 
   async onApplicationBootstrap(): Promise<void> {
     if (this.options.autoStart) await this.start();
+  }
+
+  /**
+   * Shutdown starts here, at the first hook Nest calls, so readiness reports `stopping` while
+   * the rest of the app still drains; `beforeApplicationShutdown` then waits for it.
+   */
+  onModuleDestroy(): void {
+    void this.stop();
   }
 
   async beforeApplicationShutdown(): Promise<void> {

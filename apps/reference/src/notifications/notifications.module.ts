@@ -1,4 +1,33 @@
-import { Module } from '@nestjs/common';
+import { Logger, Module } from '@nestjs/common';
+import { ConfigService } from '@nestjs/config';
+import { DataSource } from 'typeorm';
+import type { AppConfig } from '../config/app.config';
+import { MailerPort } from './mailer.port';
+import { NotificationFanout } from './notification-fanout.handler';
+import { NotificationsController } from './notifications.controller';
+import { RecordingMailer } from './recording.mailer';
+import { SmtpMailer } from './smtp.mailer';
 
-@Module({})
+/** The adapter behind MailerPort, chosen once at boot from `SMTP_URL`. */
+function createMailer(config: ConfigService<AppConfig, true>, dataSource: DataSource): MailerPort {
+  const url = config.get('SMTP_URL', { infer: true });
+  if (url) {
+    return new SmtpMailer(dataSource, { url, from: config.get('MAIL_FROM', { infer: true }) });
+  }
+  new Logger('NotificationsModule').log('SMTP_URL is not set: mails are recorded in mail_log');
+  return new RecordingMailer(dataSource);
+}
+
+/**
+ * The `notification-fanout` outbox handler (in-app notifications and mails per the catalog's
+ * notification rules), its mailer, and `GET /notifications` and `GET /mails`.
+ */
+@Module({
+  controllers: [NotificationsController],
+  providers: [
+    NotificationFanout,
+    { provide: MailerPort, inject: [ConfigService, DataSource], useFactory: createMailer },
+  ],
+  exports: [MailerPort],
+})
 export class NotificationsModule {}

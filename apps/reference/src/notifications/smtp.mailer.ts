@@ -1,0 +1,83 @@
+import { Logger, type OnApplicationShutdown } from '@nestjs/common';
+import { createHash } from 'node:crypto';
+import { createTransport, type Transporter } from 'nodemailer';
+import { parseConnectionUrl } from 'nodemailer/lib/shared';
+import type { DataSource } from 'typeorm';
+import { MailerPort, type MailMessage, type MailSendResult } from './mailer.port';
+
+export interface SmtpMailerOptions {
+  /** `smtp://` (STARTTLS when offered) or `smtps://` (TLS from the start); may carry credentials. */
+  url: string;
+  /** The `From` of every mail, e.g. `Outbox Demo <noreply@example.test>`. */
+  from: string;
+}
+
+/** Bounds on one SMTP conversation, well inside the outbox handler budget. */
+const TIMEOUTS = { connectionTimeout: 5_000, greetingTimeout: 5_000, socketTimeout: 8_000 };
+
+/**
+ * The `Message-ID` of the mail with this idempotency key: the same on every send of the key,
+ * so a mail sent again after a crash between the send and its bookkeeping is recognisable as
+ * the same message (`<sha256(key)@domain of MAIL_FROM>`).
+ */
+export function smtpMessageId(idempotencyKey: string, from: string): string {
+  const domain = /@([A-Za-z0-9.-]+)>?\s*$/.exec(from)?.[1] ?? 'localhost';
+  return `<${createHash('sha256').update(idempotencyKey).digest('hex')}@${domain}>`;
+}
+
+/**
+ * Sends through nodemailer to `SMTP_URL`. Each key is logged in `mail_log` (transport `smtp`)
+ * before the send and marked `sent_at` after it; a key already marked is skipped. Options in
+ * the URL's query reach nodemailer (`?ignoreTLS=true`, `?requireTLS=true`, `?tls.servername=`);
+ * credentials are used, never logged.
+ */
+export class SmtpMailer extends MailerPort implements OnApplicationShutdown {
+  private readonly logger = new Logger(SmtpMailer.name);
+  private readonly transport: Transporter;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly options: SmtpMailerOptions,
+  ) {
+    super();
+    const connection = parseConnectionUrl(options.url);
+    this.transport = createTransport({ ...TIMEOUTS, ...connection, logger: false, debug: false });
+    // Host and port only: the URL's user and password stay out of every log line.
+    this.logger.log(
+      `Mails go out through SMTP at ${String(connection.host)}:${String(connection.port ?? 'default port')}`,
+    );
+  }
+
+  async send(message: MailMessage): Promise<MailSendResult> {
+    const claimed: unknown[] = await this.dataSource.query(
+      `INSERT INTO mail_log (idempotency_key, recipient, subject, body, transport)
+       VALUES ($1, $2, $3, $4, 'smtp')
+       ON CONFLICT (idempotency_key) DO UPDATE
+         SET recipient = EXCLUDED.recipient, subject = EXCLUDED.subject, body = EXCLUDED.body,
+             transport = EXCLUDED.transport
+         WHERE mail_log.sent_at IS NULL
+       RETURNING idempotency_key`,
+      [message.idempotencyKey, message.to, message.subject, message.text],
+    );
+    // No row back: the key exists with sent_at set, so this mail already went out.
+    if (claimed.length === 0) return 'duplicate';
+
+    await this.transport.sendMail({
+      from: this.options.from,
+      to: message.to,
+      subject: message.subject,
+      text: message.text,
+      messageId: smtpMessageId(message.idempotencyKey, this.options.from),
+    });
+    await this.dataSource.query(
+      `UPDATE mail_log SET sent_at = now() WHERE idempotency_key = $1 AND sent_at IS NULL`,
+      [message.idempotencyKey],
+    );
+    return 'sent';
+  }
+
+  /** After the dispatcher has waited for running handlers (its `beforeApplicationShutdown`). */
+  onApplicationShutdown(): void {
+    this.transport.close();
+  }
+}

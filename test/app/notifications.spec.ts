@@ -1,0 +1,401 @@
+import { Logger, type INestApplication } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import type { Client } from 'pg';
+import request from 'supertest';
+import { DataSource } from 'typeorm';
+import {
+  EventDispatcher,
+  OUTBOX_EVENT_DEAD,
+  OutboxPublisher,
+  type OutboxEventDeadPayload,
+} from '@app/outbox';
+import {
+  NOTIFIED_EVENT_TYPES,
+  notificationDedupKey,
+} from '../../apps/reference/src/notifications/notification-rules';
+import { smtpMessageId } from '../../apps/reference/src/notifications/smtp.mailer';
+import { forceRedelivery, waitUntilDelivered } from '../support/redelivery';
+import { createReferenceApp } from '../support/reference-app';
+import { startSmtpServer, type TestSmtpServer } from '../support/smtp-server';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+
+/**
+ * The notification-fanout handler: in-app notifications per the catalog's audience, mails
+ * through the mailer port (a real SMTP server, or the mail_log record), each once however often
+ * an event is delivered.
+ */
+
+async function post(app: INestApplication, path: string, body: object = {}): Promise<any> {
+  const res = await request(app.getHttpServer()).post(path).send(body).expect(201);
+  return res.body;
+}
+
+/** Creates an organization and its admin, then invites each of `invites` in order. */
+async function organization(
+  app: INestApplication,
+  name: string,
+  adminEmail: string,
+  invites: { email: string; role: 'admin' | 'member' }[] = [],
+) {
+  const org = await post(app, '/organizations', { name, adminEmail });
+  const invited: Record<string, { id: string; eventId: string }> = {};
+  for (const invite of invites) {
+    const member = await post(app, `/organizations/${org.id}/members`, invite);
+    invited[invite.email] = { id: member.id, eventId: member.eventId };
+  }
+  return { id: org.id as string, adminId: org.adminId as string, invited };
+}
+
+/** Issues and pays one invoice; returns both event ids. */
+async function issueAndPay(app: INestApplication, organizationId: string, number: string) {
+  const issued = await post(app, `/organizations/${organizationId}/invoices`, {
+    number,
+    amountCents: 12_500,
+    currency: 'EUR',
+  });
+  const paid = await post(app, `/organizations/${organizationId}/invoices/${issued.id}/pay`);
+  return { issuedEventId: issued.eventId as string, paidEventId: paid.eventId as string };
+}
+
+async function notificationRows(sql: Client, organizationId: string) {
+  const { rows } = await sql.query(
+    `SELECT n.id, m.email, n.event_id, n.event_type, n.title, n.dedup_key, n.created_at
+     FROM notification n JOIN member m ON m.id = n.user_id
+     WHERE n.organization_id = $1 ORDER BY m.email, n.event_id`,
+    [organizationId],
+  );
+  return rows;
+}
+
+async function mailLogRows(sql: Client) {
+  const { rows } = await sql.query(`SELECT * FROM mail_log ORDER BY idempotency_key`);
+  return rows;
+}
+
+async function inbox(app: INestApplication, organizationId: string, userId: string) {
+  const res = await request(app.getHttpServer())
+    .get('/notifications')
+    .query({ organizationId, userId })
+    .expect(200);
+  return (res.body as { title: string }[]).map((n) => n.title).sort();
+}
+
+/** Every handler ran again: each of these events has notification-fanout in its deliveries. */
+async function fanoutDelivered(sql: Client, eventIds: string[]): Promise<number> {
+  const { rows } = await sql.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM outbox_event
+     WHERE id = ANY ($1::uuid[]) AND dispatched_at IS NOT NULL AND deliveries ? 'notification-fanout'`,
+    [eventIds],
+  );
+  return rows[0].n;
+}
+
+describe('notification rules', () => {
+  it('the fanout subscribes to every catalog type that notifies or mails someone, dead events included', () => {
+    expect([...NOTIFIED_EVENT_TYPES].sort()).toEqual(
+      ['invoice.issued', 'invoice.paid', 'member.invited', OUTBOX_EVENT_DEAD].sort(),
+    );
+  });
+
+  it('the dedup key is the event id without a window, else type, aggregate and window number', () => {
+    const event = {
+      id: '0190a000-0000-7000-8000-000000000001',
+      type: 'invoice.paid',
+      aggregateId: 'inv-1',
+      occurredAt: new Date(3_600_000 * 5 + 59_999),
+    };
+    expect(notificationDedupKey(event, {})).toBe(`event:${event.id}`);
+    expect(notificationDedupKey(event, { dedupWindowMs: 60_000 })).toBe('invoice.paid:inv-1:300');
+    const sameWindow = { ...event, id: randomUUID(), occurredAt: new Date(3_600_000 * 5) };
+    expect(notificationDedupKey(sameWindow, { dedupWindowMs: 60_000 })).toBe(
+      'invoice.paid:inv-1:300',
+    );
+    const nextWindow = { ...event, occurredAt: new Date(3_600_000 * 5 + 60_000) };
+    expect(notificationDedupKey(nextWindow, { dedupWindowMs: 60_000 })).toBe(
+      'invoice.paid:inv-1:301',
+    );
+  });
+});
+
+describe('notifications with a real SMTP server', () => {
+  const SECRET = `pw-${randomUUID()}`;
+  const MAIL_FROM = 'Acme Notifications <notify@acme.test>';
+  let smtp: TestSmtpServer;
+  let db: TestDatabase;
+  let app: INestApplication;
+  let sql: Client;
+  const logged: string[] = [];
+
+  beforeAll(async () => {
+    // Everything the app logs through Nest's Logger, printed or not.
+    for (const level of ['log', 'warn', 'error', 'debug', 'verbose', 'fatal'] as const) {
+      jest.spyOn(Logger.prototype, level).mockImplementation(function (...args: unknown[]) {
+        logged.push(args.map((a) => (a instanceof Error ? a.stack : String(a))).join(' '));
+      });
+    }
+    smtp = await startSmtpServer({ users: { mailer: SECRET } });
+    db = await createTestDatabase();
+    app = await createReferenceApp(db.url, {
+      SMTP_URL: smtp.url({ user: 'mailer', pass: SECRET }),
+      MAIL_FROM,
+    });
+    sql = await db.connect();
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await db?.close();
+    await smtp?.close();
+    jest.restoreAllMocks();
+  });
+
+  it('domain actions notify admins and members and mail the invitee and admins over SMTP, once even after a redelivery', async () => {
+    const org = await organization(app, 'Acme', 'ada@acme.test', [
+      { email: 'bob@acme.test', role: 'member' },
+    ]);
+    const bob = org.invited['bob@acme.test'];
+    const { issuedEventId, paidEventId } = await issueAndPay(app, org.id, 'INV-1');
+    await waitUntilDelivered(sql);
+
+    // In-app: admins for member.invited and invoice.issued, every member for invoice.paid.
+    expect(await inbox(app, org.id, org.adminId)).toEqual([
+      'Invoice INV-1 issued',
+      'Invoice INV-1 was paid',
+      'bob@acme.test was invited as member',
+    ]);
+    expect(await inbox(app, org.id, bob.id)).toEqual(['Invoice INV-1 was paid']);
+    const notifications = await notificationRows(sql, org.id);
+    expect(notifications).toHaveLength(4);
+    for (const n of notifications) expect(n.dedup_key).toBe(`event:${n.event_id}`);
+
+    // Mail: the invitee for member.invited, the admins for invoice.paid; nothing else.
+    const inviteKey = `notification-fanout:${bob.eventId}:bob@acme.test`;
+    const paidKey = `notification-fanout:${paidEventId}:ada@acme.test`;
+    const received = [...smtp.messages].sort((a, b) => a.to[0].localeCompare(b.to[0]));
+    expect(
+      received.map((m) => ({
+        from: m.from,
+        to: m.to,
+        user: m.user,
+        subject: m.headers['subject'],
+        messageId: m.headers['message-id'],
+      })),
+    ).toEqual([
+      {
+        from: 'notify@acme.test',
+        to: ['ada@acme.test'],
+        user: 'mailer',
+        subject: 'Invoice INV-1 was paid',
+        messageId: smtpMessageId(paidKey, MAIL_FROM),
+      },
+      {
+        from: 'notify@acme.test',
+        to: ['bob@acme.test'],
+        user: 'mailer',
+        subject: 'bob@acme.test was invited as member',
+        messageId: smtpMessageId(inviteKey, MAIL_FROM),
+      },
+    ]);
+    expect(received[1].raw).toContain(`Event: member.invited ${bob.eventId}`);
+
+    const mails = await request(app.getHttpServer()).get('/mails').expect(200);
+    expect(
+      (mails.body as any[])
+        .map((m) => ({
+          key: m.idempotencyKey,
+          to: m.recipient,
+          transport: m.transport,
+          sent: m.sentAt !== null,
+        }))
+        .sort((a, b) => a.key.localeCompare(b.key)),
+    ).toEqual(
+      [
+        { key: inviteKey, to: 'bob@acme.test', transport: 'smtp', sent: true },
+        { key: paidKey, to: 'ada@acme.test', transport: 'smtp', sent: true },
+      ].sort((a, b) => a.key.localeCompare(b.key)),
+    );
+
+    // Every event delivered again: the handler runs, inserts nothing and sends nothing.
+    const mailLogBefore = await mailLogRows(sql);
+    expect(await forceRedelivery(sql)).toBeGreaterThanOrEqual(4);
+    await waitUntilDelivered(sql);
+    expect(await fanoutDelivered(sql, [bob.eventId, issuedEventId, paidEventId])).toBe(3);
+    expect(await notificationRows(sql, org.id)).toEqual(notifications);
+    expect(smtp.messages).toHaveLength(2);
+    expect(await mailLogRows(sql)).toEqual(mailLogBefore);
+  });
+
+  it('logs where mail goes but never the SMTP credentials', () => {
+    expect(logged.some((line) => line.includes(`SMTP at 127.0.0.1:${smtp.port}`))).toBe(true);
+    expect(logged.filter((line) => line.includes(SECRET))).toEqual([]);
+  });
+});
+
+describe('notifications without SMTP', () => {
+  let db: TestDatabase;
+  let app: INestApplication;
+  let sql: Client;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    app = await createReferenceApp(db.url);
+    sql = await db.connect();
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await db?.close();
+  });
+
+  it('records each mail in mail_log under its idempotency key, and a redelivery records none twice', async () => {
+    const org = await organization(app, 'Initech', 'ada@initech.test', [
+      { email: 'cy@initech.test', role: 'admin' },
+      { email: 'bob@initech.test', role: 'member' },
+    ]);
+    const cy = org.invited['cy@initech.test'];
+    const bob = org.invited['bob@initech.test'];
+    const { paidEventId } = await issueAndPay(app, org.id, 'INV-7');
+    await waitUntilDelivered(sql);
+
+    const mails = await request(app.getHttpServer()).get('/mails').expect(200);
+    const byKey = (a: { idempotencyKey: string }, b: { idempotencyKey: string }) =>
+      a.idempotencyKey.localeCompare(b.idempotencyKey);
+    expect(
+      (mails.body as any[])
+        .map((m) => ({
+          idempotencyKey: m.idempotencyKey,
+          recipient: m.recipient,
+          subject: m.subject,
+          transport: m.transport,
+          sent: m.sentAt !== null,
+        }))
+        .sort(byKey),
+    ).toEqual(
+      [
+        {
+          idempotencyKey: `notification-fanout:${cy.eventId}:cy@initech.test`,
+          recipient: 'cy@initech.test',
+          subject: 'cy@initech.test was invited as admin',
+          transport: 'recorded',
+          sent: true,
+        },
+        {
+          idempotencyKey: `notification-fanout:${bob.eventId}:bob@initech.test`,
+          recipient: 'bob@initech.test',
+          subject: 'bob@initech.test was invited as member',
+          transport: 'recorded',
+          sent: true,
+        },
+        {
+          idempotencyKey: `notification-fanout:${paidEventId}:ada@initech.test`,
+          recipient: 'ada@initech.test',
+          subject: 'Invoice INV-7 was paid',
+          transport: 'recorded',
+          sent: true,
+        },
+        {
+          idempotencyKey: `notification-fanout:${paidEventId}:cy@initech.test`,
+          recipient: 'cy@initech.test',
+          subject: 'Invoice INV-7 was paid',
+          transport: 'recorded',
+          sent: true,
+        },
+      ].sort(byKey),
+    );
+    // Newest first.
+    const created = (mails.body as any[]).map((m) => Date.parse(m.createdAt));
+    expect(created).toEqual([...created].sort((a, b) => b - a));
+
+    // Both admins see every admin notification (cy counts for her own invitation: she was a
+    // member as of that event); bob only the payment.
+    const adminTitles = [
+      'Invoice INV-7 issued',
+      'Invoice INV-7 was paid',
+      'bob@initech.test was invited as member',
+      'cy@initech.test was invited as admin',
+    ];
+    expect(await inbox(app, org.id, org.adminId)).toEqual(adminTitles);
+    expect(await inbox(app, org.id, cy.id)).toEqual(adminTitles);
+    expect(await inbox(app, org.id, bob.id)).toEqual(['Invoice INV-7 was paid']);
+
+    const notifications = await notificationRows(sql, org.id);
+    const mailLog = await mailLogRows(sql);
+    expect(await forceRedelivery(sql)).toBeGreaterThanOrEqual(5);
+    await waitUntilDelivered(sql);
+    expect(await fanoutDelivered(sql, [cy.eventId, bob.eventId, paidEventId])).toBe(3);
+    expect(await notificationRows(sql, org.id)).toEqual(notifications);
+    expect(await mailLogRows(sql)).toEqual(mailLog);
+  });
+
+  it('an outbox.event.dead for the organization notifies its admins exactly once, also after a redelivery', async () => {
+    const org = await organization(app, 'Globex', 'gina@globex.test', [
+      { email: 'hal@globex.test', role: 'admin' },
+      { email: 'ian@globex.test', role: 'member' },
+    ]);
+    await waitUntilDelivered(sql);
+    const mailsBefore = await mailLogRows(sql);
+
+    const failed: OutboxEventDeadPayload = {
+      eventId: randomUUID(),
+      type: 'invoice.paid',
+      aggregateType: 'invoice',
+      aggregateId: randomUUID(),
+      attempts: 10,
+      failedHandlers: ['webhook-fanout'],
+      lastError: 'webhook-fanout: HTTP 500',
+    };
+    const deadEventId = await app.get(DataSource).transaction((manager) =>
+      app.get(OutboxPublisher).emit(
+        {
+          type: OUTBOX_EVENT_DEAD,
+          aggregateType: 'outbox_event',
+          aggregateId: failed.eventId,
+          organizationId: org.id,
+          payload: failed,
+        },
+        { manager },
+      ),
+    );
+    await waitUntilDelivered(sql);
+
+    const deadNotifications = async () => {
+      const { rows } = await sql.query(
+        `SELECT n.id, m.email, n.organization_id, n.title, n.dedup_key
+         FROM notification n JOIN member m ON m.id = n.user_id
+         WHERE n.event_type = $1 ORDER BY m.email`,
+        [OUTBOX_EVENT_DEAD],
+      );
+      return rows;
+    };
+    const title = `Delivery of invoice.paid ${failed.eventId} failed for good`;
+    const first = await deadNotifications();
+    expect(first.map(({ id: _id, ...rest }) => rest)).toEqual(
+      ['gina@globex.test', 'hal@globex.test'].map((email) => ({
+        email,
+        organization_id: org.id,
+        title,
+        dedup_key: `event:${deadEventId}`,
+      })),
+    );
+    expect(await inbox(app, org.id, org.invited['ian@globex.test'].id)).toEqual([]);
+    expect(await mailLogRows(sql)).toEqual(mailsBefore);
+
+    expect(await forceRedelivery(sql, [deadEventId])).toBe(1);
+    await waitUntilDelivered(sql);
+    expect(await fanoutDelivered(sql, [deadEventId])).toBe(1);
+    expect(await deadNotifications()).toEqual(first);
+    expect(await mailLogRows(sql)).toEqual(mailsBefore);
+  });
+
+  it('GET /notifications wants a UUID organizationId, and the handler is registered only for notified types', async () => {
+    const res = await request(app.getHttpServer())
+      .get('/notifications')
+      .query({ organizationId: 'nope' })
+      .expect(400);
+    expect(JSON.stringify(res.body.message)).toContain('organizationId must be a UUID');
+    const dispatcher = app.get(EventDispatcher);
+    expect(dispatcher.handlerNames('invoice.paid')).toContain('notification-fanout');
+    expect(dispatcher.handlerNames(OUTBOX_EVENT_DEAD)).toContain('notification-fanout');
+    expect(dispatcher.handlerNames('organization.created')).not.toContain('notification-fanout');
+  });
+});

@@ -1,0 +1,484 @@
+import type { INestApplication } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import type { Client } from 'pg';
+import request from 'supertest';
+import { eventually } from '../support/outbox-app';
+import { forceRedelivery, waitUntilDelivered } from '../support/redelivery';
+import { createReferenceApp } from '../support/reference-app';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { WebhookReceiver } from '../support/webhook-receiver';
+import { WebhookDeliveryRepository } from '../../apps/reference/src/webhooks/webhook-delivery.repository';
+
+/**
+ * Webhooks end to end: domain actions over HTTP, the `webhook-fanout` outbox handler, the
+ * sender, and a real HTTP receiver on 127.0.0.1 that verifies every signature.
+ */
+
+const MAX_ATTEMPTS = 3;
+const TIMEOUT_MS = 1500;
+
+let db: TestDatabase;
+let app: INestApplication;
+let sql: Client;
+let receiver: WebhookReceiver;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  receiver = await WebhookReceiver.start();
+  app = await createReferenceApp(db.url, {
+    WEBHOOK_MAX_ATTEMPTS: String(MAX_ATTEMPTS),
+    WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
+  });
+  sql = await db.connect();
+});
+
+afterAll(async () => {
+  // The app first: its shutdown waits for POSTs in flight, which need the receiver.
+  await app?.close();
+  await receiver?.close();
+  await db?.close();
+});
+
+function http() {
+  return request(app.getHttpServer());
+}
+
+async function createOrganization(name: string): Promise<string> {
+  const res = await http()
+    .post('/organizations')
+    .send({ name, adminEmail: `admin@${name.toLowerCase()}.test` })
+    .expect(201);
+  return res.body.id;
+}
+
+/** Registers an endpoint at `path` of the receiver and tells the receiver its secret. */
+async function registerEndpoint(
+  organizationId: string,
+  path: string,
+  events: string[],
+): Promise<{ id: string; secret: string }> {
+  const res = await http()
+    .post(`/organizations/${organizationId}/webhooks`)
+    .send({ url: receiver.url(path), events })
+    .expect(201);
+  receiver.trust(path, res.body.secret);
+  return res.body;
+}
+
+async function inviteMember(organizationId: string, email: string): Promise<string> {
+  const res = await http()
+    .post(`/organizations/${organizationId}/members`)
+    .send({ email, role: 'member' })
+    .expect(201);
+  return res.body.eventId;
+}
+
+async function issueAndPay(
+  organizationId: string,
+  number: string,
+): Promise<{ invoiceId: string; issuedEventId: string; paidEventId: string }> {
+  const issued = await http()
+    .post(`/organizations/${organizationId}/invoices`)
+    .send({ number, amountCents: 4200, currency: 'EUR' })
+    .expect(201);
+  const paid = await http()
+    .post(`/organizations/${organizationId}/invoices/${issued.body.id}/pay`)
+    .expect(201);
+  return {
+    invoiceId: issued.body.id,
+    issuedEventId: issued.body.eventId,
+    paidEventId: paid.body.eventId,
+  };
+}
+
+async function pendingDeliveries(): Promise<number> {
+  const { rows } = await sql.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM webhook_delivery WHERE delivered_at IS NULL AND dead_at IS NULL`,
+  );
+  return rows[0].n;
+}
+
+/** Every outbox event handled (so fan-out rows exist), then every delivery settled for good. */
+async function settle(): Promise<void> {
+  await waitUntilDelivered(sql);
+  await eventually('no webhook delivery pending', async () => (await pendingDeliveries()) === 0);
+}
+
+async function deliveryRows(endpointId: string) {
+  const { rows } = await sql.query(
+    `SELECT id, event_id, event_type, attempts, delivered_at, dead_at, last_status, last_error
+     FROM webhook_delivery WHERE endpoint_id = $1 ORDER BY created_at, id`,
+    [endpointId],
+  );
+  return rows;
+}
+
+async function occurredAt(eventId: string): Promise<string> {
+  const { rows } = await sql.query<{ occurred_at: Date }>(
+    'SELECT occurred_at FROM outbox_event WHERE id = $1',
+    [eventId],
+  );
+  return rows[0].occurred_at.toISOString();
+}
+
+describe('webhook endpoints', () => {
+  it('registering returns the id, url, events and a whsec_ secret shown only there', async () => {
+    const organizationId = await createOrganization('Regist');
+    const res = await http()
+      .post(`/organizations/${organizationId}/webhooks`)
+      .send({ url: receiver.url('/hooks/regist'), events: ['invoice.paid'] })
+      .expect(201);
+    expect(Object.keys(res.body).sort()).toEqual(['events', 'id', 'secret', 'url']);
+    expect(res.body).toEqual({
+      id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      url: receiver.url('/hooks/regist'),
+      events: ['invoice.paid'],
+      // 24 random bytes are 32 base64 characters, without padding.
+      secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{32}$/),
+    });
+    const { rows } = await sql.query(
+      'SELECT organization_id, url, secret, event_types, enabled FROM webhook_endpoint WHERE id = $1',
+      [res.body.id],
+    );
+    expect(rows).toEqual([
+      {
+        organization_id: organizationId,
+        url: receiver.url('/hooks/regist'),
+        secret: res.body.secret,
+        event_types: ['invoice.paid'],
+        enabled: true,
+      },
+    ]);
+    const other = await http()
+      .post(`/organizations/${organizationId}/webhooks`)
+      .send({ url: receiver.url('/hooks/regist'), events: ['invoice.paid'] })
+      .expect(201);
+    expect(other.body.secret).not.toBe(res.body.secret);
+  });
+
+  it.each([
+    ['ftp://example.com/hook'],
+    ['javascript:alert(1)'],
+    ['http://user:hunter2@127.0.0.1/hook'],
+    ['not a url'],
+  ])('a url of %s gets a 400 naming url, and nothing is written', async (url) => {
+    const organizationId = await createOrganization('Badurl');
+    const res = await http()
+      .post(`/organizations/${organizationId}/webhooks`)
+      .send({ url, events: ['invoice.paid'] })
+      .expect(400);
+    expect(res.body.message).toEqual(['url must be a URL address']);
+    const { rows } = await sql.query(
+      'SELECT count(*)::int AS n FROM webhook_endpoint WHERE organization_id = $1',
+      [organizationId],
+    );
+    expect(rows[0].n).toBe(0);
+  });
+
+  it('events must be a non-empty subset of the public event types', async () => {
+    const organizationId = await createOrganization('Badevents');
+    for (const events of [
+      [],
+      ['organization.created'],
+      ['invoice.paid', 'invoice.refunded'],
+      'invoice.paid',
+    ]) {
+      const res = await http()
+        .post(`/organizations/${organizationId}/webhooks`)
+        .send({ url: receiver.url('/hooks/bad'), events })
+        .expect(400);
+      expect(JSON.stringify(res.body.message)).toContain('events');
+    }
+    await http()
+      .post(`/organizations/${organizationId}/webhooks`)
+      .send({
+        url: receiver.url('/hooks/good'),
+        events: ['member.invited', 'invoice.issued', 'invoice.paid'],
+      })
+      .expect(201);
+  });
+
+  it('an organization that does not exist is a 404', async () => {
+    const res = await http()
+      .post(`/organizations/${randomUUID()}/webhooks`)
+      .send({ url: receiver.url('/hooks/nobody'), events: ['invoice.paid'] })
+      .expect(404);
+    expect(res.body.message).toMatch(/organization .* does not exist/);
+  });
+});
+
+describe('webhook delivery', () => {
+  it('each endpoint receives exactly the types it subscribed to, signed, with webhook-id <eventId>:<endpointId>', async () => {
+    const organizationId = await createOrganization('Acme');
+    const bystander = await createOrganization('Bystander');
+    const main = await registerEndpoint(organizationId, '/hooks/acme', [
+      'invoice.paid',
+      'member.invited',
+    ]);
+    const issuedOnly = await registerEndpoint(organizationId, '/hooks/acme-issued', [
+      'invoice.issued',
+    ]);
+    const elsewhere = await registerEndpoint(bystander, '/hooks/bystander', [
+      'member.invited',
+      'invoice.issued',
+      'invoice.paid',
+    ]);
+
+    const invitedEventId = await inviteMember(organizationId, 'grace@acme.test');
+    const { invoiceId, issuedEventId, paidEventId } = await issueAndPay(organizationId, 'INV-1');
+    await settle();
+
+    const received = receiver.requestsTo('/hooks/acme');
+    expect(received.map((r) => r.headers['webhook-id']).sort()).toEqual(
+      [`${invitedEventId}:${main.id}`, `${paidEventId}:${main.id}`].sort(),
+    );
+    for (const r of received) {
+      expect(r).toMatchObject({ method: 'POST', verified: true, response: 204 });
+      expect(r.headers['content-type']).toBe('application/json');
+      expect(r.headers['webhook-timestamp']).toMatch(/^\d{10}$/);
+      expect(r.headers['webhook-signature']).toMatch(/^v1,/);
+    }
+    const byType = new Map(received.map((r) => [(r.body as { type: string }).type, r.body]));
+    const { rows: members } = await sql.query(
+      `SELECT id FROM member WHERE organization_id = $1 AND email = 'grace@acme.test'`,
+      [organizationId],
+    );
+    expect(byType.get('member.invited')).toEqual({
+      type: 'member.invited',
+      timestamp: await occurredAt(invitedEventId),
+      data: {
+        memberId: members[0].id,
+        email: 'grace@acme.test',
+        role: 'member',
+        eventId: invitedEventId,
+        organizationId,
+        aggregateType: 'member',
+        aggregateId: members[0].id,
+      },
+    });
+    expect(byType.get('invoice.paid')).toEqual({
+      type: 'invoice.paid',
+      timestamp: await occurredAt(paidEventId),
+      data: {
+        invoiceId,
+        number: 'INV-1',
+        amountCents: 4200,
+        currency: 'EUR',
+        eventId: paidEventId,
+        organizationId,
+        aggregateType: 'invoice',
+        aggregateId: invoiceId,
+      },
+    });
+
+    const issued = receiver.requestsTo('/hooks/acme-issued');
+    expect(issued.map((r) => [r.headers['webhook-id'], r.verified])).toEqual([
+      [`${issuedEventId}:${issuedOnly.id}`, true],
+    ]);
+    expect(receiver.requestsTo('/hooks/bystander')).toEqual([]);
+    expect(await deliveryRows(elsewhere.id)).toEqual([]);
+
+    expect(await deliveryRows(main.id)).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({
+          id: `${invitedEventId}:${main.id}`,
+          event_type: 'member.invited',
+          attempts: 1,
+          delivered_at: expect.any(Date),
+          dead_at: null,
+          last_status: 204,
+          last_error: null,
+        }),
+        expect.objectContaining({
+          id: `${paidEventId}:${main.id}`,
+          event_type: 'invoice.paid',
+          attempts: 1,
+          delivered_at: expect.any(Date),
+        }),
+      ]),
+    );
+    expect(await deliveryRows(main.id)).toHaveLength(2);
+
+    const listing = await http().get('/webhooks/deliveries').query({ organizationId }).expect(200);
+    expect(listing.body).toHaveLength(3);
+    expect(listing.body.map((d: { id: string }) => d.id).sort()).toEqual(
+      [
+        `${invitedEventId}:${main.id}`,
+        `${paidEventId}:${main.id}`,
+        `${issuedEventId}:${issuedOnly.id}`,
+      ].sort(),
+    );
+    for (const d of listing.body) {
+      expect(d).toMatchObject({
+        status: 'delivered',
+        attempts: 1,
+        lastStatus: 204,
+        organizationId,
+      });
+    }
+    expect(JSON.stringify(listing.body)).not.toContain('whsec_');
+    expect(JSON.stringify(listing.body)).not.toContain(main.secret.slice(6));
+  });
+
+  it('a disabled endpoint gets no delivery', async () => {
+    const organizationId = await createOrganization('Quiet');
+    const endpoint = await registerEndpoint(organizationId, '/hooks/quiet', ['invoice.paid']);
+    await sql.query('UPDATE webhook_endpoint SET enabled = false WHERE id = $1', [endpoint.id]);
+    await issueAndPay(organizationId, 'Q-1');
+    await settle();
+    expect(await deliveryRows(endpoint.id)).toEqual([]);
+    expect(receiver.requestsTo('/hooks/quiet')).toEqual([]);
+  });
+
+  it('a receiver failing the first 2 requests makes the sender retry until it accepts, with one accepted POST', async () => {
+    const organizationId = await createOrganization('Flaky');
+    const endpoint = await registerEndpoint(organizationId, '/hooks/flaky', ['invoice.paid']);
+    receiver.failNext(2);
+    const { paidEventId } = await issueAndPay(organizationId, 'FL-1');
+    await settle();
+
+    const received = receiver.requestsTo('/hooks/flaky');
+    expect(received.map((r) => [r.headers['webhook-id'], r.verified, r.response])).toEqual([
+      [`${paidEventId}:${endpoint.id}`, true, 500],
+      [`${paidEventId}:${endpoint.id}`, true, 500],
+      [`${paidEventId}:${endpoint.id}`, true, 204],
+    ]);
+    expect(received.filter((r) => r.response === 204)).toHaveLength(1);
+    // Every attempt carries the same body; only the timestamp and signature are new.
+    expect(new Set(received.map((r) => r.rawBody)).size).toBe(1);
+    expect(await deliveryRows(endpoint.id)).toEqual([
+      expect.objectContaining({
+        id: `${paidEventId}:${endpoint.id}`,
+        attempts: 3,
+        delivered_at: expect.any(Date),
+        dead_at: null,
+        last_status: 204,
+        last_error: null,
+      }),
+    ]);
+  });
+
+  it(`a delivery that fails ${MAX_ATTEMPTS} times is dead, with the last status and a scrubbed error`, async () => {
+    const organizationId = await createOrganization('Broken');
+    const endpoint = await registerEndpoint(organizationId, '/hooks/broken', ['invoice.paid']);
+    receiver.failNext(MAX_ATTEMPTS, 'cannot reach db at postgres://app:hunter2@db/app');
+    const { paidEventId } = await issueAndPay(organizationId, 'BR-1');
+    await settle();
+
+    expect(receiver.requestsTo('/hooks/broken').map((r) => r.response)).toEqual(
+      Array(MAX_ATTEMPTS).fill(500),
+    );
+    const [row] = await deliveryRows(endpoint.id);
+    expect(row).toMatchObject({
+      id: `${paidEventId}:${endpoint.id}`,
+      attempts: MAX_ATTEMPTS,
+      delivered_at: null,
+      dead_at: expect.any(Date),
+      last_status: 500,
+    });
+    expect(row.last_error).toContain('HTTP 500: cannot reach db at postgres://[redacted]@db/app');
+    expect(row.last_error).not.toContain('hunter2');
+    const listing = await http().get('/webhooks/deliveries').query({ organizationId }).expect(200);
+    expect(listing.body).toEqual([
+      expect.objectContaining({ status: 'dead', attempts: MAX_ATTEMPTS, lastStatus: 500 }),
+    ]);
+  });
+
+  it('a POST without an answer in time is a failed attempt (timeout), retried like any other', async () => {
+    const organizationId = await createOrganization('Slow');
+    const endpoint = await registerEndpoint(organizationId, '/hooks/slow', ['member.invited']);
+    receiver.hangNext(MAX_ATTEMPTS);
+    const eventId = await inviteMember(organizationId, 'sloth@slow.test');
+    await settle();
+
+    expect(receiver.requestsTo('/hooks/slow').map((r) => r.response)).toEqual(
+      Array(MAX_ATTEMPTS).fill('hung'),
+    );
+    expect(await deliveryRows(endpoint.id)).toEqual([
+      expect.objectContaining({
+        id: `${eventId}:${endpoint.id}`,
+        attempts: MAX_ATTEMPTS,
+        dead_at: expect.any(Date),
+        last_status: null,
+        last_error: `TimeoutError: no complete response within ${TIMEOUT_MS} ms`,
+      }),
+    ]);
+  });
+
+  it('a forced redelivery of the outbox events runs the fan-out again but adds no delivery row and no POST', async () => {
+    const organizationId = await createOrganization('Replay');
+    const endpoint = await registerEndpoint(organizationId, '/hooks/replay', [
+      'invoice.paid',
+      'member.invited',
+    ]);
+    await inviteMember(organizationId, 'rita@replay.test');
+    const { paidEventId } = await issueAndPay(organizationId, 'RE-1');
+    await settle();
+    expect(receiver.requestsTo('/hooks/replay')).toHaveLength(2);
+    const rowsBefore = await sql.query(
+      'SELECT id, attempts, delivered_at, dead_at FROM webhook_delivery ORDER BY id',
+    );
+    const requestsBefore = receiver.requests.length;
+
+    // Every event so far, this test's and the earlier ones' (dead deliveries included).
+    expect(await forceRedelivery(sql)).toBeGreaterThan(0);
+    await settle();
+
+    const { rows: redelivered } = await sql.query(
+      `SELECT deliveries ? 'webhook-fanout' AS fanned_out FROM outbox_event WHERE id = $1`,
+      [paidEventId],
+    );
+    expect(redelivered).toEqual([{ fanned_out: true }]);
+    const rowsAfter = await sql.query(
+      'SELECT id, attempts, delivered_at, dead_at FROM webhook_delivery ORDER BY id',
+    );
+    expect(rowsAfter.rows).toEqual(rowsBefore.rows);
+    expect(receiver.requests).toHaveLength(requestsBefore);
+    expect(await deliveryRows(endpoint.id)).toHaveLength(2);
+  });
+
+  it('a settle carrying an older attempt count than the row (claimed again since) writes nothing', async () => {
+    const organizationId = await createOrganization('Stale');
+    const endpoint = await registerEndpoint(organizationId, '/hooks/stale', ['invoice.paid']);
+    const id = `${randomUUID()}:${endpoint.id}`;
+    // Claimed twice already (attempts 2) and leased for an hour, so the running sender leaves it.
+    await sql.query(
+      `INSERT INTO webhook_delivery
+         (id, endpoint_id, event_id, event_type, organization_id, body, attempts,
+          lease_expires_at, next_attempt_at)
+       VALUES ($1, $2, $3, 'invoice.paid', $4, '{}', 2, now() + interval '1 hour',
+               now() + interval '1 hour')`,
+      [id, endpoint.id, id.split(':')[0], organizationId],
+    );
+    const repository = app.get(WebhookDeliveryRepository);
+    const snapshot = async () =>
+      (await sql.query('SELECT * FROM webhook_delivery WHERE id = $1', [id])).rows[0];
+    const before = await snapshot();
+
+    expect(await repository.markDelivered(id, 1, 200)).toBe(false);
+    expect(
+      await repository.markFailed({
+        id,
+        attempts: 1,
+        status: 500,
+        error: 'late',
+        retryMs: 0,
+        dead: true,
+      }),
+    ).toEqual({ settled: false, dead: false });
+    expect(await snapshot()).toEqual(before);
+
+    expect(await repository.markDelivered(id, 2, 200)).toBe(true);
+    expect(await snapshot()).toMatchObject({
+      delivered_at: expect.any(Date),
+      lease_expires_at: null,
+      last_status: 200,
+    });
+    expect(await repository.markDelivered(id, 2, 200)).toBe(false);
+  });
+
+  it('listing deliveries needs an organization id', async () => {
+    const res = await http().get('/webhooks/deliveries').expect(400);
+    expect(JSON.stringify(res.body.message)).toContain('organizationId');
+  });
+});
