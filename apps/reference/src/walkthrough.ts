@@ -10,7 +10,9 @@ Try it (each action commits its change and its event together; handlers run righ
   # an organization with its first admin
   ORG=$(curl -s -X POST ${baseUrl}/organizations ${json} -d '{"name":"Acme","adminEmail":"ada@acme.test"}' | ${id})
 
-  # a webhook endpoint for public events (the secret is shown once); point it at a receiver you run
+  # a webhook endpoint for public events (the secret is shown once); to watch the signed POSTs
+  # arrive, run a receiver in another terminal first:
+  #   node -e "require('http').createServer((q,s)=>{let b='';q.on('data',c=>b+=c).on('end',()=>{console.log(q.headers['webhook-id'],b);s.end()})}).listen(9999)"
   curl -s -X POST ${baseUrl}/organizations/$ORG/webhooks ${json} -d '{"url":"http://127.0.0.1:9999/hooks","events":["member.invited","invoice.paid"]}'
 
   # invite a member, issue an invoice and pay it
