@@ -1,4 +1,4 @@
-import type { DataSource, EntityManager } from 'typeorm';
+import { DataSource, type EntityManager } from 'typeorm';
 import { v7 as uuidv7 } from 'uuid';
 import {
   DEFAULT_OUTBOX_CHANNEL,
@@ -230,11 +230,17 @@ export class OutboxRepository {
     parameters: unknown[],
     map: (rows: R) => T,
   ): Promise<OutboxResult<T>> {
+    // A structured result gives the rows whatever the statement's command; plain
+    // `query()` returns `[rows, count]` for UPDATE and DELETE.
+    const own = executor instanceof DataSource ? executor.createQueryRunner() : undefined;
+    const runner = own ?? (executor as EntityManager).queryRunner!;
     let rows: R;
     try {
-      rows = await executor.query<R>(sql, parameters);
+      rows = (await runner.query(sql, parameters, true)).records as R;
     } catch (err) {
       return fail(toStoreError(operation, err));
+    } finally {
+      await own?.release();
     }
     return ok(map(rows));
   }
