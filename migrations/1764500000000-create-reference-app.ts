@@ -110,6 +110,7 @@ export class CreateReferenceApp1764500000000 implements MigrationInterface {
         subject          text        NOT NULL,
         body             text        NOT NULL,
         transport        text        NOT NULL CHECK (transport IN ('smtp', 'recorded')),
+        claimed_at       timestamptz NOT NULL DEFAULT now(),
         sent_at          timestamptz,
         created_at       timestamptz NOT NULL DEFAULT now()
       )

@@ -6,6 +6,7 @@ import {
   OUTBOX_EVENT_DEAD,
   OutboxDispatcher,
   OutboxPublisher,
+  OutboxRepository,
   OutboxTransactionRequiredError,
   type HandlerContext,
   type NewOutboxEvent,
@@ -307,6 +308,24 @@ describe('OutboxModule delivery', () => {
     expect(callsOf('webhook-fanout', id).map((c) => c.ctx.attempt)).toEqual([1, 2, 3, 4]);
     expect(callsOf('audit-log', id)).toHaveLength(1);
     expect(callsOf('dead-watch')).toHaveLength(1);
+  });
+
+  it('a dispatcher started and stopped twice is stopped for good the second time', async () => {
+    const claims = jest.spyOn(OutboxRepository.prototype, 'claim');
+    try {
+      await dispatcher.start();
+      await dispatcher.stop();
+      await dispatcher.start();
+      expect(dispatcher.state).toBe('running');
+      await dispatcher.stop();
+      expect(dispatcher.state).toBe('stopped');
+      const claimsAtStop = claims.mock.calls.length;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(claims.mock.calls.length).toBe(claimsAtStop);
+      expect(dispatcher.listenerState).toBe('stopped');
+    } finally {
+      claims.mockRestore();
+    }
   });
 
   it('an event type nobody handles is settled as delivered', async () => {

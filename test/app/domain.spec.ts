@@ -1,4 +1,6 @@
-import type { INestApplication } from '@nestjs/common';
+import { BadRequestException, type INestApplication } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { DomainEvents } from '../../apps/reference/src/events/domain-events';
 import type { Client } from 'pg';
 import request from 'supertest';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
@@ -78,5 +80,48 @@ describe('reference app domain', () => {
     expect({ invoices: await count('invoice'), events: await count('outbox_event') }).toEqual(
       before,
     );
+  });
+
+  it('an event payload that does not match the catalog is a 400 naming the field, and nothing is written', async () => {
+    const events = app.get(DomainEvents);
+    const dataSource = app.get(DataSource);
+    const before = await count('outbox_event');
+    const error = await dataSource
+      .transaction((manager) =>
+        events.emit(manager, {
+          type: 'invoice.paid',
+          aggregateType: 'invoice',
+          aggregateId: 'inv-x',
+          organizationId: '00000000-0000-4000-8000-000000000000',
+          requestId: 'req-x',
+          payload: { invoiceId: 'not-a-uuid', number: 'INV-9', amountCents: 0, currency: 'EUR' },
+        }),
+      )
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(BadRequestException);
+    const messages = JSON.stringify((error as BadRequestException).getResponse());
+    expect(messages).toContain('payload.invoiceId: invoiceId must be a UUID');
+    expect(messages).toContain('payload.amountCents: amountCents must not be less than 1');
+    expect(await count('outbox_event')).toBe(before);
+  });
+
+  it('two invites of one address racing past the existence check give one member and one 409', async () => {
+    const org = await request(app.getHttpServer())
+      .post('/organizations')
+      .send({ name: 'Race', adminEmail: 'ra@race.test' })
+      .expect(201);
+    const invite = () =>
+      request(app.getHttpServer())
+        .post(`/organizations/${org.body.id}/members`)
+        .send({ email: 'twin@race.test', role: 'member' });
+    const statuses = (await Promise.all([invite(), invite(), invite()]))
+      .map((r) => r.status)
+      .sort();
+    expect(statuses).toEqual([201, 409, 409]);
+    const { rows } = await sql.query(
+      `SELECT count(*)::int AS n FROM member WHERE organization_id = $1 AND email = 'twin@race.test'`,
+      [org.body.id],
+    );
+    expect(rows[0].n).toBe(1);
   });
 });

@@ -16,6 +16,7 @@ import {
 import { smtpMessageId } from '../../apps/reference/src/notifications/smtp.mailer';
 import { forceRedelivery, waitUntilDelivered } from '../support/redelivery';
 import { createReferenceApp } from '../support/reference-app';
+import { MailerPort } from '../../apps/reference/src/notifications/mailer.port';
 import { startSmtpServer, type TestSmtpServer } from '../support/smtp-server';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -223,6 +224,28 @@ describe('notifications with a real SMTP server', () => {
     expect(await notificationRows(sql, org.id)).toEqual(notifications);
     expect(smtp.messages).toHaveLength(2);
     expect(await mailLogRows(sql)).toEqual(mailLogBefore);
+  });
+
+  it('a mail key another attempt is still sending is neither sent again nor given up', async () => {
+    const mailer = app.get(MailerPort);
+    const mail = { to: 'eve@acme.test', subject: 'S', text: 'T', idempotencyKey: 'test:in-flight' };
+    await sql.query(
+      `INSERT INTO mail_log (idempotency_key, recipient, subject, body, transport, claimed_at)
+       VALUES ($1, $2, $3, $4, 'smtp', now())`,
+      [mail.idempotencyKey, mail.to, mail.subject, mail.text],
+    );
+    const sentBefore = smtp.messages.length;
+    await expect(mailer.send(mail)).rejects.toThrow('is being sent by another attempt');
+    expect(smtp.messages).toHaveLength(sentBefore);
+
+    // That attempt must have ended once its claim is older than every SMTP timeout.
+    await sql.query(
+      `UPDATE mail_log SET claimed_at = now() - interval '2 minutes' WHERE idempotency_key = $1`,
+      [mail.idempotencyKey],
+    );
+    await expect(mailer.send(mail)).resolves.toBe('sent');
+    await expect(mailer.send(mail)).resolves.toBe('duplicate');
+    expect(smtp.messages).toHaveLength(sentBefore + 1);
   });
 
   it('logs where mail goes but never the SMTP credentials', () => {

@@ -87,7 +87,9 @@ export class EventDispatcher {
     alreadyDelivered: Readonly<Record<string, unknown>>,
     options: DeliverOptions,
   ): Promise<HandlerOutcome[]> {
-    const remaining = this.handlersFor(event.type).filter((h) => !(h.name in alreadyDelivered));
+    const remaining = this.handlersFor(event.type).filter(
+      (h) => !Object.hasOwn(alreadyDelivered, h.name),
+    );
     return Promise.all(remaining.map((handler) => this.run(handler, event, options)));
   }
 

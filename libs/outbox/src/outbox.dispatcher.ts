@@ -92,6 +92,7 @@ export class OutboxDispatcher
   async start(): Promise<void> {
     if (this.current === 'running' || this.current === 'stopping') return;
     this.current = 'running';
+    this.stopping = undefined;
     this.startedAt = new Date();
     this.stopController = new AbortController();
     this.abandonController = new AbortController();
@@ -205,6 +206,8 @@ export class OutboxDispatcher
     this.lastDrain = new Date();
     if (batch.records.length > 0) await this.settleInBackground(batch);
     if (this.wokenWhileDraining || batch.records.length >= batch.limit) return this.plan(0);
+    // A stopping dispatcher plans nothing, so shutdown waits on no further query.
+    if (this.current !== 'running') return;
     this.plan(await this.nextDelay());
   }
 

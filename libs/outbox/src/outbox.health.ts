@@ -61,7 +61,8 @@ export class OutboxHealthIndicator {
         message: `oldest pending event waited ${data.lagMs} ms (max ${maxLagMs} ms)`,
       });
     }
-    const staleAfterMs = STALE_AFTER_POLLS * this.options.pollIntervalMs;
+    // A healthy batch may take up to its lease, so a drain that long is not yet a stuck one.
+    const staleAfterMs = STALE_AFTER_POLLS * this.options.pollIntervalMs + this.options.leaseMs;
     const lastProgress = lastDrainAt ?? this.dispatcher.runningSince;
     const sinceDrain = lastProgress ? Date.now() - lastProgress.getTime() : 0;
     if (state === 'running' && sinceDrain > staleAfterMs) {

@@ -9,11 +9,11 @@ export const OutboxMessages = {
   payloadNotSerializable: (eventType: string, path: string, reason: string) =>
     `Outbox event "${eventType}" is not JSON-serialisable: ${path} is ${reason}`,
   invalidEvent: (field: string, value: unknown, expected: string) =>
-    `Invalid outbox event: ${field} must be ${expected}, got ${describeValue(value)}`,
+    `Invalid outbox event: ${field} must be ${expected}, got ${scrubError(describeValue(value))}`,
   invalidOptions: (problems: ReadonlyArray<{ path: string; value: unknown; messages: string[] }>) =>
     `Invalid OutboxModule options:\n` +
     problems
-      .map((p) => `  - ${p.path} = ${scrubError(describeValue(p.value))}: ${p.messages.join('; ')}`)
+      .map((p) => scrubError(`  - ${p.path} = ${describeValue(p.value)}: ${p.messages.join('; ')}`))
       .join('\n'),
   invalidHandlerName: (name: unknown, location: string) =>
     `Outbox handler name ${describeValue(name)} on ${location} must be kebab-case ` +

@@ -115,6 +115,18 @@ describe('resolveOutboxOptions', () => {
     }
     expect(message).not.toContain('pw-secret');
   });
+
+  it('refuses timer delays Node would cut to 1 ms, but not long SQL intervals', () => {
+    expect(() => resolveOutboxOptions({ pollIntervalMs: 3e9 })).toThrow(
+      'pollIntervalMs = 3000000000: pollIntervalMs must not be greater than 2147483647',
+    );
+    expect(() => resolveOutboxOptions({ leaseMs: 3e9, handlerTimeoutMs: 2.9e9 })).toThrow(
+      'handlerTimeoutMs = 2900000000',
+    );
+    expect(
+      resolveOutboxOptions({ retention: { retentionMs: 90 * 86_400_000 } }).retention.retentionMs,
+    ).toBe(7_776_000_000);
+  });
 });
 
 describe('claimLimit', () => {

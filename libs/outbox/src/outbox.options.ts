@@ -23,6 +23,8 @@ const SECOND = 1000;
 const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
+/** Node runs a timer with a longer delay after 1 ms, so no delay may exceed it. */
+const MAX_TIMER_MS = 2_147_483_647;
 
 /** Time kept free at the end of a lease for settling, so handlers never use all of it. */
 export const LEASE_SETTLE_HEADROOM_MS = SECOND;
@@ -30,9 +32,9 @@ export const LEASE_SETTLE_HEADROOM_MS = SECOND;
 /** Exponential backoff between attempts of a failed event. */
 export class OutboxRetryOptions {
   /** Delay before the second attempt; doubles with each further attempt. */
-  @IsInt() @Min(1) baseMs?: number = SECOND;
+  @IsInt() @Max(MAX_TIMER_MS) @Min(1) baseMs?: number = SECOND;
   /** Upper bound of the delay. */
-  @IsInt() @Min(1) maxMs?: number = 5 * MINUTE;
+  @IsInt() @Max(MAX_TIMER_MS) @Min(1) maxMs?: number = 5 * MINUTE;
   /** Fraction of the delay drawn at random (0 = none, 1 = anywhere between 0 and the delay). */
   @IsNumber() @Min(0) @Max(1) jitter?: number = 0.2;
 }
@@ -48,18 +50,18 @@ export class OutboxListenOptions {
    * DataSource's own settings.
    */
   @IsOptional() @IsString() @MinLength(1) connectionString?: string;
-  @IsInt() @Min(100) connectTimeoutMs?: number = 5 * SECOND;
-  @IsInt() @Min(100) queryTimeoutMs?: number = 5 * SECOND;
-  @IsInt() @Min(100) probeIntervalMs?: number = 15 * SECOND;
-  @IsInt() @Min(1) reconnectMinMs?: number = 250;
-  @IsInt() @Min(1) reconnectMaxMs?: number = 15 * SECOND;
+  @IsInt() @Max(MAX_TIMER_MS) @Min(100) connectTimeoutMs?: number = 5 * SECOND;
+  @IsInt() @Max(MAX_TIMER_MS) @Min(100) queryTimeoutMs?: number = 5 * SECOND;
+  @IsInt() @Max(MAX_TIMER_MS) @Min(100) probeIntervalMs?: number = 15 * SECOND;
+  @IsInt() @Max(MAX_TIMER_MS) @Min(1) reconnectMinMs?: number = 250;
+  @IsInt() @Max(MAX_TIMER_MS) @Min(1) reconnectMaxMs?: number = 15 * SECOND;
 }
 
 /** Deletion of delivered rows after they have been kept for `retentionMs`. */
 export class OutboxRetentionOptions {
   @IsBoolean() enabled?: boolean = true;
   @IsInt() @Min(0) retentionMs?: number = 7 * DAY;
-  @IsInt() @Min(1000) sweepIntervalMs?: number = 10 * MINUTE;
+  @IsInt() @Max(MAX_TIMER_MS) @Min(1000) sweepIntervalMs?: number = 10 * MINUTE;
   @IsInt() @Min(1) @Max(100_000) batchSize?: number = 1000;
 }
 
@@ -69,9 +71,9 @@ export class OutboxRetentionOptions {
  */
 export class OutboxModuleOptions {
   /** How long a claim holds an event; must cover the handler budget plus settle headroom. */
-  @IsInt() @Min(1000) leaseMs?: number = MINUTE;
+  @IsInt() @Max(MAX_TIMER_MS) @Min(1000) leaseMs?: number = MINUTE;
   /** The time budget of one handler run; its AbortSignal fires when it is spent. */
-  @IsInt() @Min(1) handlerTimeoutMs?: number = 10 * SECOND;
+  @IsInt() @Max(MAX_TIMER_MS) @Min(1) handlerTimeoutMs?: number = 10 * SECOND;
   /** Most events claimed per drain (further bounded by what the lease can process). */
   @IsInt() @Min(1) @Max(10_000) batchSize?: number = 100;
   /** Events delivered at the same time by one instance. */
@@ -83,13 +85,13 @@ export class OutboxModuleOptions {
   /** How long a dead event rests between replays. */
   @IsInt() @Min(1000) deadRetryMs?: number = 6 * HOUR;
   /** Fallback wake when no notification arrives. */
-  @IsInt() @Min(10) pollIntervalMs?: number = 30 * SECOND;
+  @IsInt() @Max(MAX_TIMER_MS) @Min(10) pollIntervalMs?: number = 30 * SECOND;
   /** Least pause after a drain that found nothing. */
-  @IsInt() @Min(0) idleFloorMs?: number = 50;
+  @IsInt() @Max(MAX_TIMER_MS) @Min(0) idleFloorMs?: number = 50;
   /** Pause after a drain that failed (database unreachable, for example). */
-  @IsInt() @Min(1) failedDrainRetryMs?: number = 2 * SECOND;
+  @IsInt() @Max(MAX_TIMER_MS) @Min(1) failedDrainRetryMs?: number = 2 * SECOND;
   /** How long shutdown waits for running handlers before abandoning them to their lease. */
-  @IsInt() @Min(0) shutdownGraceMs?: number = 10 * SECOND;
+  @IsInt() @Max(MAX_TIMER_MS) @Min(0) shutdownGraceMs?: number = 10 * SECOND;
   @ValidateNested() @Type(() => OutboxListenOptions) listen?: OutboxListenOptions =
     new OutboxListenOptions();
   @ValidateNested() @Type(() => OutboxRetentionOptions) retention?: OutboxRetentionOptions =

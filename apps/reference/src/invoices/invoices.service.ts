@@ -1,6 +1,7 @@
 import { ConflictException, Injectable, NotFoundException } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
+import { conflictOnUniqueViolation } from '../common/unique-violation';
 import { DomainEvents } from '../events/domain-events';
 import { Organization } from '../organizations/organization.entity';
 import { Invoice } from './invoice.entity';
@@ -15,37 +16,39 @@ export class InvoicesService {
   ) {}
 
   issue(organizationId: string, dto: IssueInvoiceDto, requestId: string) {
-    return this.dataSource.transaction(async (manager) => {
-      if (!(await manager.existsBy(Organization, { id: organizationId }))) {
-        throw new NotFoundException(`organization ${organizationId} does not exist`);
-      }
-      if (await manager.existsBy(Invoice, { organizationId, number: dto.number })) {
-        throw new ConflictException(`invoice ${dto.number} already exists`);
-      }
-      const invoice = await manager.save(Invoice, {
-        id: randomUUID(),
-        organizationId,
-        number: dto.number,
-        amountCents: dto.amountCents,
-        currency: dto.currency,
-        status: 'issued' as const,
-        paidAt: null,
-      });
-      const eventId = await this.events.emit(manager, {
-        type: 'invoice.issued',
-        aggregateType: 'invoice',
-        aggregateId: invoice.id,
-        organizationId,
-        requestId,
-        payload: {
-          invoiceId: invoice.id,
-          number: invoice.number,
-          amountCents: invoice.amountCents,
-          currency: invoice.currency,
-        },
-      });
-      return { ...invoice, eventId };
-    });
+    return this.dataSource
+      .transaction(async (manager) => {
+        if (!(await manager.existsBy(Organization, { id: organizationId }))) {
+          throw new NotFoundException(`organization ${organizationId} does not exist`);
+        }
+        if (await manager.existsBy(Invoice, { organizationId, number: dto.number })) {
+          throw new ConflictException(`invoice ${dto.number} already exists`);
+        }
+        const invoice = await manager.save(Invoice, {
+          id: randomUUID(),
+          organizationId,
+          number: dto.number,
+          amountCents: dto.amountCents,
+          currency: dto.currency,
+          status: 'issued' as const,
+          paidAt: null,
+        });
+        const eventId = await this.events.emit(manager, {
+          type: 'invoice.issued',
+          aggregateType: 'invoice',
+          aggregateId: invoice.id,
+          organizationId,
+          requestId,
+          payload: {
+            invoiceId: invoice.id,
+            number: invoice.number,
+            amountCents: invoice.amountCents,
+            currency: invoice.currency,
+          },
+        });
+        return { ...invoice, eventId };
+      })
+      .catch(conflictOnUniqueViolation(`invoice ${dto.number} already exists`));
   }
 
   pay(organizationId: string, invoiceId: string, requestId: string) {

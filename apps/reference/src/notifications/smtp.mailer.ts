@@ -14,6 +14,11 @@ export interface SmtpMailerOptions {
 
 /** Bounds on one SMTP conversation, well inside the outbox handler budget. */
 const TIMEOUTS = { connectionTimeout: 5_000, greetingTimeout: 5_000, socketTimeout: 8_000 };
+/**
+ * How long a send holds its key: longer than the timeouts above add up to, so a key is taken
+ * over only from a send that must have ended.
+ */
+const CLAIM_WINDOW_MS = 60_000;
 
 /**
  * The `Message-ID` of the mail with this idempotency key: the same on every send of the key,
@@ -54,13 +59,24 @@ export class SmtpMailer extends MailerPort implements OnApplicationShutdown {
        VALUES ($1, $2, $3, $4, 'smtp')
        ON CONFLICT (idempotency_key) DO UPDATE
          SET recipient = EXCLUDED.recipient, subject = EXCLUDED.subject, body = EXCLUDED.body,
-             transport = EXCLUDED.transport
+             transport = EXCLUDED.transport, claimed_at = now()
          WHERE mail_log.sent_at IS NULL
+           AND mail_log.claimed_at < now() - make_interval(secs => $5 / 1000.0)
        RETURNING idempotency_key`,
-      [message.idempotencyKey, message.to, message.subject, message.text],
+      [message.idempotencyKey, message.to, message.subject, message.text, CLAIM_WINDOW_MS],
     );
-    // No row back: the key exists with sent_at set, so this mail already went out.
-    if (claimed.length === 0) return 'duplicate';
+    if (claimed.length === 0) {
+      // Either sent already, or another attempt (one whose handler ran out of time, say) is
+      // still sending it: that one must finish or time out before this key is taken over.
+      const [row] = await this.dataSource.query<{ sent: boolean }[]>(
+        `SELECT sent_at IS NOT NULL AS sent FROM mail_log WHERE idempotency_key = $1`,
+        [message.idempotencyKey],
+      );
+      if (row?.sent) return 'duplicate';
+      throw new Error(
+        `mail ${message.idempotencyKey} is being sent by another attempt; retry later`,
+      );
+    }
 
     await this.transport.sendMail({
       from: this.options.from,

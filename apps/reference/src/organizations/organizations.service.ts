@@ -1,6 +1,7 @@
 import { ConflictException, Injectable, NotFoundException } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { DataSource, type EntityManager } from 'typeorm';
+import { conflictOnUniqueViolation } from '../common/unique-violation';
 import { DomainEvents } from '../events/domain-events';
 import { Member } from './member.entity';
 import { Organization } from './organization.entity';
@@ -36,28 +37,30 @@ export class OrganizationsService {
   }
 
   invite(organizationId: string, dto: InviteMemberDto, requestId: string) {
-    return this.dataSource.transaction(async (manager) => {
-      await this.requireOrganization(manager, organizationId);
-      const email = dto.email.toLowerCase();
-      if (await manager.existsBy(Member, { organizationId, email })) {
-        throw new ConflictException(`${email} is already a member`);
-      }
-      const member = await manager.save(Member, {
-        id: randomUUID(),
-        organizationId,
-        email,
-        role: dto.role,
-      });
-      const eventId = await this.events.emit(manager, {
-        type: 'member.invited',
-        aggregateType: 'member',
-        aggregateId: member.id,
-        organizationId,
-        requestId,
-        payload: { memberId: member.id, email, role: member.role },
-      });
-      return { id: member.id, email, role: member.role, eventId };
-    });
+    const email = dto.email.toLowerCase();
+    return this.dataSource
+      .transaction(async (manager) => {
+        await this.requireOrganization(manager, organizationId);
+        if (await manager.existsBy(Member, { organizationId, email })) {
+          throw new ConflictException(`${email} is already a member`);
+        }
+        const member = await manager.save(Member, {
+          id: randomUUID(),
+          organizationId,
+          email,
+          role: dto.role,
+        });
+        const eventId = await this.events.emit(manager, {
+          type: 'member.invited',
+          aggregateType: 'member',
+          aggregateId: member.id,
+          organizationId,
+          requestId,
+          payload: { memberId: member.id, email, role: member.role },
+        });
+        return { id: member.id, email, role: member.role, eventId };
+      })
+      .catch(conflictOnUniqueViolation(`${email} is already a member`));
   }
 
   members(organizationId: string) {
