@@ -34,17 +34,8 @@ export class InvoicesService {
           paidAt: null,
         });
         const eventId = await this.events.emit(manager, {
-          type: 'invoice.issued',
-          aggregateType: 'invoice',
-          aggregateId: invoice.id,
-          organizationId,
+          ...invoiceEvent('invoice.issued', invoice),
           requestId,
-          payload: {
-            invoiceId: invoice.id,
-            number: invoice.number,
-            amountCents: invoice.amountCents,
-            currency: invoice.currency,
-          },
         });
         return { ...invoice, eventId };
       })
@@ -65,19 +56,26 @@ export class InvoicesService {
       invoice.paidAt = new Date();
       await manager.save(invoice);
       const eventId = await this.events.emit(manager, {
-        type: 'invoice.paid',
-        aggregateType: 'invoice',
-        aggregateId: invoice.id,
-        organizationId,
+        ...invoiceEvent('invoice.paid', invoice),
         requestId,
-        payload: {
-          invoiceId: invoice.id,
-          number: invoice.number,
-          amountCents: invoice.amountCents,
-          currency: invoice.currency,
-        },
       });
       return { ...invoice, eventId };
     });
   }
+}
+
+/** An invoice event: both types carry the same payload, the invoice as it is now. */
+function invoiceEvent(type: 'invoice.issued' | 'invoice.paid', invoice: Invoice) {
+  return {
+    type,
+    aggregateType: 'invoice',
+    aggregateId: invoice.id,
+    organizationId: invoice.organizationId,
+    payload: {
+      invoiceId: invoice.id,
+      number: invoice.number,
+      amountCents: invoice.amountCents,
+      currency: invoice.currency,
+    },
+  };
 }
