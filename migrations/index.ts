@@ -1,10 +1,8 @@
+import { OUTBOX_MIGRATIONS } from '../libs/outbox/src/migrations';
 import { CreateOutboxEvent1764400000000 } from './1764400000000-create-outbox-event';
 import { CreateReferenceApp1764500000000 } from './1764500000000-create-reference-app';
-
-/** Every outbox migration, in order, for DataSource `migrations` options and test templates. */
-export const OUTBOX_MIGRATIONS = [CreateOutboxEvent1764400000000];
 
 /** The reference app's own tables; they run after the outbox's. */
 export const REFERENCE_APP_MIGRATIONS = [CreateReferenceApp1764500000000];
 
-export { CreateOutboxEvent1764400000000, CreateReferenceApp1764500000000 };
+export { OUTBOX_MIGRATIONS, CreateOutboxEvent1764400000000, CreateReferenceApp1764500000000 };

@@ -31,6 +31,8 @@ export type {
 
 // Storage
 export { OutboxEventEntity, OUTBOX_ENTITIES } from './outbox-event.entity';
+export { CreateOutboxEvent1764400000000 } from './migrations/1764400000000-create-outbox-event';
+export { OUTBOX_MIGRATIONS } from './migrations';
 export { OutboxRepository, type OutboxRepositoryOptions } from './outbox.repository';
 export type {
   ClaimOptions,
