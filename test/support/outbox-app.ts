@@ -39,10 +39,14 @@ export async function createOutboxApp(options: OutboxAppOptions): Promise<INestA
   const app = moduleRef.createNestApplication({
     logger: process.env.OUTBOX_TEST_LOG ? undefined : false,
   });
+  return initOrClose(app);
+}
+
+/** Initialises the app; a boot that fails after TypeORM connected still releases its connections. */
+export async function initOrClose(app: INestApplication): Promise<INestApplication> {
   try {
     await app.init();
   } catch (error) {
-    // A boot that fails after TypeORM connected must still release its connections.
     await app.close().catch(() => undefined);
     throw error;
   }

@@ -2,6 +2,7 @@ import type { INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { AppModule } from '../../apps/reference/src/app.module';
 import { configureApp } from '../../apps/reference/src/app.setup';
+import { initOrClose } from './outbox-app';
 
 /**
  * The reference app on a test database, initialised (migrations applied, dispatcher running)
@@ -30,11 +31,5 @@ export async function createReferenceApp(
   const app = configureApp(
     moduleRef.createNestApplication({ logger: process.env.OUTBOX_TEST_LOG ? undefined : false }),
   );
-  try {
-    await app.init();
-  } catch (error) {
-    await app.close().catch(() => undefined);
-    throw error;
-  }
-  return app;
+  return initOrClose(app);
 }

@@ -187,18 +187,11 @@ export class OutboxRelay {
   }
 }
 
+/** What a handler sees: the record without the lease bookkeeping. */
 function toEvent(record: OutboxRecord): OutboxEvent {
-  return {
-    id: record.id,
-    type: record.type,
-    aggregateType: record.aggregateType,
-    aggregateId: record.aggregateId,
-    organizationId: record.organizationId,
-    requestId: record.requestId,
-    payload: record.payload,
-    metadata: record.metadata,
-    occurredAt: record.occurredAt,
-  };
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars
+  const { attempts, leaseExpiresAt, deliveries, deadAt, lastError, ...event } = record;
+  return event;
 }
 
 /** Settles when `signal` aborts; `dispose()` removes its listener once it is no longer needed. */
