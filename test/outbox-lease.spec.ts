@@ -1,8 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import type { Client, Notification } from 'pg';
 import { DataSource } from 'typeorm';
 import {
   OUTBOX_ENTITIES,
   OUTBOX_EVENT_DEAD,
+  OutboxEventConflictError,
   OutboxRepository,
   type NewOutboxEvent,
   type OutboxEventDeadPayload,
@@ -58,6 +60,10 @@ function event(overrides: Partial<NewOutboxEvent> = {}): NewOutboxEvent {
 }
 
 async function enqueue(...events: NewOutboxEvent[]): Promise<string[]> {
+  return (await enqueueDetailed(...events)).map((e) => e.id);
+}
+
+async function enqueueDetailed(...events: NewOutboxEvent[]) {
   return db.dataSource.transaction(async (manager) => value(await repo.enqueue(manager, events)));
 }
 
@@ -121,7 +127,7 @@ describe('outbox lease proof', () => {
     let id = '';
     await expect(
       db.dataSource.transaction(async (manager) => {
-        [id] = value(await repo.enqueue(manager, event()));
+        [{ id }] = value(await repo.enqueue(manager, event()));
         throw new Error('roll back');
       }),
     ).rejects.toThrow('roll back');
@@ -139,7 +145,7 @@ describe('outbox lease proof', () => {
     await runner.connect();
     try {
       await runner.startTransaction();
-      const [id] = value(await repo.enqueue(runner.manager, event()));
+      const [{ id }] = value(await repo.enqueue(runner.manager, event()));
 
       await sendSentinel();
       await listener.next('sentinel');
@@ -155,13 +161,33 @@ describe('outbox lease proof', () => {
     }
   });
 
-  it('3. enqueueing the same event id twice keeps one row and raises nothing', async () => {
+  it('3. the same event id enqueued again keeps one row and says so; a different event under it is refused', async () => {
     const [id] = await enqueue(event({ payload: { version: 1 } }));
-    await expect(enqueue(event({ id, payload: { version: 2 } }))).resolves.toEqual([id]);
-    await expect(enqueue(event({ id }), event({ id }))).resolves.toEqual([id, id]);
+    await expect(enqueueDetailed(event({ id, payload: { version: 1 } }))).resolves.toEqual([
+      { id, duplicate: true },
+    ]);
+    const other = randomUUID();
+    await expect(enqueueDetailed(event({ id: other }), event({ id: other }))).resolves.toEqual([
+      { id: other, duplicate: false },
+      { id: other, duplicate: true },
+    ]);
 
-    const { rows } = await sql.query('SELECT id, payload FROM outbox_event');
-    expect(rows).toEqual([{ id, payload: { version: 1 } }]);
+    const conflict = enqueue(event({ id, payload: { version: 2 } }));
+    await expect(conflict).rejects.toBeInstanceOf(OutboxEventConflictError);
+    await expect(conflict).rejects.toMatchObject({ eventId: id, storedType: 'invoice.paid' });
+    // A conflicting copy among new events: the transaction rolls back, so none is written.
+    const fresh = randomUUID();
+    await expect(
+      enqueue(event({ id: fresh }), event({ id, type: 'invoice.voided' })),
+    ).rejects.toBeInstanceOf(OutboxEventConflictError);
+
+    const { rows } = await sql.query('SELECT id, payload FROM outbox_event ORDER BY id');
+    expect(rows).toEqual(
+      [
+        { id, payload: { version: 1 } },
+        { id: other, payload: { amount: 100 } },
+      ].sort((a, b) => a.id.localeCompare(b.id)),
+    );
   });
 
   it('4. claim returns rows in (occurred_at, id) order and respects the limit', async () => {

@@ -137,6 +137,24 @@ async function row(id: string) {
 }
 
 describe('OutboxModule delivery', () => {
+  it("emit with returning: 'result' tells a repeated event from a new one; a duplicate runs no handler again", async () => {
+    const first = await dataSource.transaction((manager) =>
+      publisher.emit(paid(), { manager, returning: 'result' }),
+    );
+    expect(first).toEqual({ id: expect.any(String), duplicate: false });
+    await drainUntilIdle();
+    const again = await dataSource.transaction((manager) =>
+      publisher.emit([paid({ id: first.id }), paid()], { manager, returning: 'result' }),
+    );
+    expect(again).toEqual([
+      { id: first.id, duplicate: true },
+      { id: expect.any(String), duplicate: false },
+    ]);
+    await drainUntilIdle();
+    expect(callsOf('audit-log', first.id)).toHaveLength(1);
+    expect(callsOf('audit-log', again[1].id)).toHaveLength(1);
+  });
+
   it('emit in a committed transaction runs every subscribed handler exactly once after commit, with the id emit returned', async () => {
     let id = '';
     await dataSource.transaction(async (manager) => {

@@ -136,7 +136,7 @@ describe('OutboxRepository.enqueue', () => {
         } as NewOutboxEvent,
       ]);
       if (!result.ok) throw result.error;
-      return result.value;
+      return result.value.map((e) => e.id);
     });
     expect(ids).toHaveLength(2);
     expect(ids[0] < ids[1]).toBe(true);

@@ -14,7 +14,7 @@ export {
   type DeliverOptions,
   type OutboxHandlerRegistration,
 } from './event-dispatcher';
-export { OutboxPublisher, type EmitOptions } from './outbox.publisher';
+export { OutboxPublisher, type EmitOptions, type EmitResultOptions } from './outbox.publisher';
 export { OutboxDispatcher, type OutboxDispatcherState } from './outbox.dispatcher';
 export { OutboxRelay, type DrainReport, type DrainSignals } from './outbox.relay';
 export { OutboxHealthIndicator, type OutboxHealthOptions } from './outbox.health';
@@ -36,6 +36,7 @@ export { OUTBOX_MIGRATIONS } from './migrations';
 export { OutboxRepository, type OutboxRepositoryOptions } from './outbox.repository';
 export type {
   ClaimOptions,
+  EnqueuedEvent,
   DeliveredSettle,
   FailedSettle,
   FailOutcome,
@@ -58,6 +59,7 @@ export {
   InvalidOutboxHandlerNameError,
   InvalidOutboxOptionsError,
   OutboxError,
+  OutboxEventConflictError,
   OutboxHandlerTimeoutError,
   OutboxPayloadNotSerializableError,
   OutboxStoreError,

@@ -16,6 +16,13 @@ export interface NewOutboxEvent<P = unknown> {
   metadata?: Record<string, unknown>;
 }
 
+/** What an enqueue did with one event. */
+export interface EnqueuedEvent {
+  id: string;
+  /** The id was already present with the same content; nothing was written for it. */
+  duplicate: boolean;
+}
+
 /** An outbox row as a claim returns it: the event, leased to the caller for `attempts`. */
 export interface OutboxRecord<P = unknown> extends OutboxEvent<P> {
   /** The attempt this claim holds; settles must present it. */

@@ -38,8 +38,10 @@ export class InvalidOutboxEventError extends OutboxError {
 }
 
 /**
- * The database refused or failed an outbox statement. The message is scrubbed of secrets; the
- * driver error stays available as `cause` for local debugging and is never logged by the module.
+ * The database refused or failed an outbox statement. It keeps what an operator needs to act
+ * (the SQLSTATE, the constraint, a scrubbed message) and deliberately no `cause`: the driver
+ * error carries the failed query and its parameters, which hold whole payloads and secrets, and
+ * would reach any log that prints the error.
  */
 export class OutboxStoreError extends OutboxError {
   constructor(
@@ -47,9 +49,25 @@ export class OutboxStoreError extends OutboxError {
     detail: string,
     /** SQLSTATE of the driver error, when there was one (for example `40P01`). */
     readonly code: string | undefined,
-    cause: unknown,
+    /** The constraint the statement violated, when PostgreSQL named one. */
+    readonly constraint?: string,
   ) {
-    super(OutboxMessages.storeFailure(operation, detail), { cause });
+    super(OutboxMessages.storeFailure(operation, detail));
+  }
+}
+
+/**
+ * An event id is already in the outbox with different content. An id names one event (it is
+ * what handlers derive idempotency keys from), so a second, different event under it would
+ * never be delivered; the statement's transaction should be rolled back.
+ */
+export class OutboxEventConflictError extends OutboxError {
+  constructor(
+    readonly eventId: string,
+    /** The type of the event already stored under that id. */
+    readonly storedType: string,
+  ) {
+    super(OutboxMessages.eventConflict(eventId, storedType));
   }
 }
 

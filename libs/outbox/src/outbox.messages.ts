@@ -30,6 +30,9 @@ export const OutboxMessages = {
   handlerTimeout: (name: string, budgetMs: number) =>
     `Outbox handler "${name}" did not finish within its ${budgetMs} ms budget`,
   storeFailure: (operation: string, detail: string) => `Outbox ${operation} failed: ${detail}`,
+  eventConflict: (eventId: string, storedType: string) =>
+    `Outbox event id ${eventId} is already used by a different event (stored type ` +
+    `"${storedType}"); emitting it again must repeat the same content, or use a new id`,
 } as const;
 
 export function describeValue(value: unknown): string {

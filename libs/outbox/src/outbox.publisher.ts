@@ -2,12 +2,21 @@ import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import type { EntityManager } from 'typeorm';
 import { OutboxTransactionRequiredError } from './outbox.errors';
-import type { NewOutboxEvent } from './outbox-event.types';
+import type { EnqueuedEvent, NewOutboxEvent } from './outbox-event.types';
 import { OutboxRepository } from './outbox.repository';
 
 export interface EmitOptions {
   /** The EntityManager of the caller's open transaction. */
   manager?: EntityManager;
+  /**
+   * `'id'` (default): resolve to the id(s). `'result'`: resolve to `{ id, duplicate }` per
+   * event, `duplicate` telling that the id was already present with the same content.
+   */
+  returning?: 'id' | 'result';
+}
+
+export interface EmitResultOptions extends EmitOptions {
+  returning: 'result';
 }
 
 /** The part of `@nestjs-cls/transactional`'s TransactionHost the publisher relies on. */
@@ -36,17 +45,30 @@ export class OutboxPublisher implements OnModuleInit {
     this.transactionHost = this.findTransactionHost();
   }
 
+  emit<P>(event: NewOutboxEvent<P>, options: EmitResultOptions): Promise<EnqueuedEvent>;
+  emit<P>(
+    events: readonly NewOutboxEvent<P>[],
+    options: EmitResultOptions,
+  ): Promise<EnqueuedEvent[]>;
   emit<P>(event: NewOutboxEvent<P>, options?: EmitOptions): Promise<string>;
   emit<P>(events: readonly NewOutboxEvent<P>[], options?: EmitOptions): Promise<string[]>;
+  /**
+   * Writes the event(s) in the caller's transaction. Emitting an id again with the same content
+   * is a no-op reported as `duplicate`; with different content it throws
+   * `OutboxEventConflictError`.
+   */
   async emit(
     events: NewOutboxEvent | readonly NewOutboxEvent[],
     options: EmitOptions = {},
-  ): Promise<string | string[]> {
+  ): Promise<string | string[] | EnqueuedEvent | EnqueuedEvent[]> {
     const manager = options.manager ?? this.ambientManager();
     if (!manager?.queryRunner?.isTransactionActive) throw new OutboxTransactionRequiredError(EMIT);
     const result = await this.repository.enqueue(manager, events);
     if (!result.ok) throw result.error;
-    return Array.isArray(events) ? result.value : result.value[0];
+    const enqueued = result.value;
+    if (options.returning === 'result') return Array.isArray(events) ? enqueued : enqueued[0];
+    const ids = enqueued.map((e) => e.id);
+    return Array.isArray(events) ? ids : ids[0];
   }
 
   private ambientManager(): EntityManager | undefined {

@@ -5,10 +5,15 @@ import {
   OUTBOX_EVENT_AGGREGATE,
   OUTBOX_EVENT_DEAD,
 } from './outbox.constants';
-import { OutboxStoreError, OutboxTransactionRequiredError } from './outbox.errors';
+import {
+  OutboxEventConflictError,
+  OutboxStoreError,
+  OutboxTransactionRequiredError,
+} from './outbox.errors';
 import type {
   ClaimOptions,
   DeliveredSettle,
+  EnqueuedEvent,
   FailedSettle,
   FailOutcome,
   MarkFailedOptions,
@@ -19,7 +24,7 @@ import type {
   SettleOutcome,
   SweepOptions,
 } from './outbox-event.types';
-import { toOutboxRow } from './outbox-event.validator';
+import { toOutboxRow, type OutboxRow } from './outbox-event.validator';
 import { fail, ok, type OutboxResult } from './outbox.result';
 import { scrubError } from './scrub-error';
 import * as SQL from './outbox.sql';
@@ -63,17 +68,22 @@ export class OutboxRepository {
 
   /**
    * Writes events through the caller's transaction in one statement and queues a NOTIFY on the
-   * same connection, so listeners wake only after COMMIT. An event id already present is kept as
-   * it is. Returns the ids in input order.
+   * same connection, so listeners wake only after COMMIT. Returns, in input order, each id and
+   * whether it was already present (`duplicate`: the same event emitted again, kept as it was).
+   * Throws `OutboxEventConflictError` when an id is present with different content; the caller's
+   * transaction should then roll back.
    */
   async enqueue(
     manager: EntityManager,
     events: NewOutboxEvent | readonly NewOutboxEvent[],
-  ): Promise<OutboxResult<string[]>> {
+  ): Promise<OutboxResult<EnqueuedEvent[]>> {
     if (!manager.queryRunner?.isTransactionActive) {
       throw new OutboxTransactionRequiredError('OutboxRepository.enqueue');
     }
     const rows = (Array.isArray(events) ? events : [events]).map(toOutboxRow);
+    const inserted = new Set<string>();
+    const seen = new Set<string>();
+    const duplicates: OutboxRow[] = [];
     for (let start = 0; start < rows.length; start += SQL.ENQUEUE_MAX_ROWS) {
       const chunk = rows.slice(start, start + SQL.ENQUEUE_MAX_ROWS);
       const parameters = chunk.flatMap((row) => [
@@ -92,11 +102,30 @@ export class OutboxRepository {
         manager,
         SQL.enqueueStatement(chunk.length),
         parameters,
-        () => undefined,
+        (written: { id: string }[]) => written.forEach((row) => inserted.add(row.id)),
       );
       if (!result.ok) return result;
     }
-    return ok(rows.map((row) => row.id));
+    // An id repeated within one call is written once; its later copies are duplicates of it.
+    const enqueued = rows.map((row) => {
+      const duplicate = !inserted.has(row.id) || seen.has(row.id);
+      seen.add(row.id);
+      if (duplicate) duplicates.push(row);
+      return { id: row.id, duplicate };
+    });
+    if (duplicates.length > 0) {
+      const conflicts = await this.run(
+        'enqueue',
+        manager,
+        SQL.FIND_CONFLICTING,
+        [JSON.stringify(duplicates)],
+        (found: { id: string; type: string }[]) => found,
+      );
+      if (!conflicts.ok) return conflicts;
+      const [conflict] = conflicts.value;
+      if (conflict) throw new OutboxEventConflictError(conflict.id, conflict.type);
+    }
+    return ok(enqueued);
   }
 
   /** Leases due live and dead rows for `leaseMs`, in `(occurred_at, id)` order. */
@@ -248,13 +277,20 @@ export class OutboxRepository {
 
 function toStoreError(operation: string, err: unknown): OutboxStoreError {
   const driverError = (err as { driverError?: unknown }).driverError ?? err;
-  const code = (driverError as { code?: unknown }).code;
-  const message = driverError instanceof Error ? driverError.message : driverError;
+  const { code, constraint } = driverError as { code?: unknown; constraint?: unknown };
+  // Only the driver's own message: TypeORM's wrapper and the driver error also hold the query
+  // and its parameters, which must not travel any further.
+  const message =
+    driverError instanceof Error
+      ? driverError.message
+      : typeof driverError === 'string'
+        ? driverError
+        : 'unknown failure';
   return new OutboxStoreError(
     operation,
     scrubError(message),
     typeof code === 'string' ? code : undefined,
-    err,
+    typeof constraint === 'string' ? constraint : undefined,
   );
 }
 

@@ -31,6 +31,8 @@ const enqueueStatements = new Map<number, string>();
  * folds the identical notifications of one transaction into one. Plain VALUES with the notify in
  * RETURNING (rather than a JSON document expanded in SQL, or a CTE) keeps the emit within about
  * a tenth of a bare INSERT.
+ * An id already present inserts nothing and is missing from RETURNING, which is how the
+ * caller tells a duplicate from a new event.
  * Parameters: the columns of ENQUEUE_COLUMNS for each row, then the channel.
  */
 export function enqueueStatement(rows: number): string {
@@ -45,11 +47,29 @@ export function enqueueStatement(rows: number): string {
   INSERT INTO outbox_event (${ENQUEUE_COLUMNS.join(', ')})
   VALUES ${values.join(',\n         ')}
   ON CONFLICT (id) DO NOTHING
-  RETURNING pg_notify($${rows * width + 1}, '')
+  RETURNING id, pg_notify($${rows * width + 1}, '')
 `;
   if (rows <= 16) enqueueStatements.set(rows, statement);
   return statement;
 }
+
+/**
+ * Of the ids an enqueue found already present, those whose stored event differs from what was
+ * emitted under the same id: an id names one event, so these are conflicts, not duplicates.
+ * $1 jsonb array of the emitted rows (ENQUEUE_COLUMNS as keys).
+ */
+export const FIND_CONFLICTING = `
+  SELECT e.id, e.type
+  FROM jsonb_to_recordset($1::jsonb) AS s(
+    id uuid, type text, aggregate_type text, aggregate_id text,
+    organization_id text, request_id text, payload jsonb, metadata jsonb)
+  JOIN outbox_event AS e ON e.id = s.id
+  WHERE (e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
+         e.payload, e.metadata)
+        IS DISTINCT FROM
+        (s.type, s.aggregate_type, s.aggregate_id, s.organization_id, s.request_id,
+         s.payload, s.metadata)
+`;
 
 /**
  * Leases due live rows and due dead rows in one statement. Dead rows take at most half the
