@@ -222,6 +222,32 @@ describe('OutboxModule shutdown', () => {
     }
   });
 
+  it('released events wake an idle instance at once, long before the lease they had would have ended', async () => {
+    const gate = hold();
+    behaviour = () => (calls.length === 1 ? gate.promise : undefined);
+    // A lease and a poll far beyond the 20 s `eventually` bound: only a NOTIFY can wake the peer.
+    const options = { concurrency: 1, leaseMs: 120_000, pollIntervalMs: 120_000 };
+    const first = await start(options);
+    const ids = await emit(first, ['m-1', 'm-2', 'm-3']);
+    await eventually('the first handler is running', () => calls.length === 1);
+    const runningId = calls[0].event.id;
+
+    const second = await start(options);
+    const peer = second.get(OutboxDispatcher);
+    // The peer found every event leased and now sleeps until the leases would end.
+    await eventually('the peer finished a drain', () => peer.lastDrainAt !== null);
+
+    const closing = close(first);
+    gate.resolve();
+    await closing;
+
+    const unstartedIds = ids.filter((id) => id !== runningId);
+    await eventually('the peer delivers the released events', async () =>
+      (await Promise.all(unstartedIds.map(row))).every((r) => r.dispatched_at !== null),
+    );
+    expect(calls.map((c) => c.event.id).sort()).toEqual([...ids].sort());
+  });
+
   it("the dispatcher's state goes running, then stopping while a handler holds the drain, then stopped", async () => {
     const gate = hold();
     behaviour = () => gate.promise;

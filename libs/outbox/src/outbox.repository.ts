@@ -203,7 +203,7 @@ export class OutboxRepository {
       'release',
       this.dataSource,
       SQL.RELEASE,
-      [JSON.stringify(input), input.map((c) => c.id)],
+      [JSON.stringify(input), input.map((c) => c.id), this.channel],
       (rows: { id: string }[]) => splitStale(claims, rows),
     );
   }
