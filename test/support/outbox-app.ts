@@ -1,4 +1,10 @@
-import type { DynamicModule, INestApplication, Provider, Type } from '@nestjs/common';
+import type {
+  DynamicModule,
+  INestApplication,
+  LoggerService,
+  Provider,
+  Type,
+} from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { OUTBOX_ENTITIES, OutboxModule, type OutboxModuleOptions } from '@app/outbox';
@@ -13,6 +19,8 @@ export interface OutboxAppOptions {
   providers?: Provider[];
   controllers?: Type[];
   imports?: Array<Type | DynamicModule | Promise<DynamicModule>>;
+  /** Receives what the app logs (silent otherwise, unless OUTBOX_TEST_LOG is set). */
+  logger?: LoggerService;
 }
 
 /**
@@ -37,7 +45,7 @@ export async function createOutboxApp(options: OutboxAppOptions): Promise<INestA
     controllers: options.controllers ?? [],
   }).compile();
   const app = moduleRef.createNestApplication({
-    logger: process.env.OUTBOX_TEST_LOG ? undefined : false,
+    logger: options.logger ?? (process.env.OUTBOX_TEST_LOG ? undefined : false),
   });
   return initOrClose(app);
 }

@@ -1,10 +1,11 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import {
   DuplicateOutboxHandlerError,
   EmptyOutboxHandlerEventsError,
   InvalidOutboxHandlerNameError,
   OutboxHandlerTimeoutError,
 } from './outbox.errors';
+import { OutboxMessages } from './outbox.messages';
 import type { HandlerOutcome, OutboxEvent, OutboxHandlerFn } from './outbox-handler.types';
 import type { ResolvedOutboxOptions } from './outbox.options';
 import { OUTBOX_OPTIONS } from './outbox.tokens';
@@ -40,7 +41,10 @@ export interface DeliverOptions {
  */
 @Injectable()
 export class EventDispatcher {
+  private readonly logger = new Logger('Outbox');
   private readonly byType = new Map<string, RegisteredHandler[]>();
+  /** Types already reported as having no handler, so each is logged once. */
+  private readonly unhandledTypes = new Set<string>();
   private readonly budgetMs: number;
 
   constructor(@Inject(OUTBOX_OPTIONS) options: Pick<ResolvedOutboxOptions, 'handlerTimeoutMs'>) {
@@ -73,6 +77,13 @@ export class EventDispatcher {
     }
   }
 
+  /** One line per subscribed type with its handlers, for the boot log. */
+  describe(): string[] {
+    return [...this.byType].map(
+      ([type, handlers]) => `${type} -> ${handlers.map((h) => h.name).join(', ')}`,
+    );
+  }
+
   /** Names of the handlers an event of this type goes to. */
   handlerNames(type: string): string[] {
     return this.handlersFor(type).map((h) => h.name);
@@ -87,10 +98,18 @@ export class EventDispatcher {
     alreadyDelivered: Readonly<Record<string, unknown>>,
     options: DeliverOptions,
   ): Promise<HandlerOutcome[]> {
-    const remaining = this.handlersFor(event.type).filter(
+    const handlers = this.handlersFor(event.type);
+    if (handlers.length === 0) this.reportUnhandled(event.type);
+    const remaining = handlers.filter(
       (h) => !Object.hasOwn(alreadyDelivered, h.name),
     );
     return Promise.all(remaining.map((handler) => this.run(handler, event, options)));
+  }
+
+  private reportUnhandled(type: string): void {
+    if (this.unhandledTypes.has(type)) return;
+    this.unhandledTypes.add(type);
+    this.logger.warn(OutboxMessages.unhandledType(type));
   }
 
   private handlersFor(type: string): RegisteredHandler[] {

@@ -65,6 +65,7 @@ export {
   OutboxStoreError,
   OutboxTransactionRequiredError,
   ScopedOutboxHandlerError,
+  UnreachableOutboxHandlerError,
 } from './outbox.errors';
 export { scrubError } from './scrub-error';
 export { retryDelayMs, type BackoffSettings } from './retry-backoff';

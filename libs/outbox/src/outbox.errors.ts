@@ -111,6 +111,19 @@ export class ScopedOutboxHandlerError extends OutboxError {
   }
 }
 
+/**
+ * A handler is declared on a provider whose instance the explorer cannot reach at boot, so its
+ * events would be marked delivered without it ever running.
+ */
+export class UnreachableOutboxHandlerError extends OutboxError {
+  constructor(
+    readonly handlerName: string,
+    readonly location: string,
+  ) {
+    super(OutboxMessages.unreachableHandler(handlerName, location));
+  }
+}
+
 /** A handler subscribes to no event type. */
 export class EmptyOutboxHandlerEventsError extends OutboxError {
   constructor(

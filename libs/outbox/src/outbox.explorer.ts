@@ -1,17 +1,23 @@
-import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { EventDispatcher } from './event-dispatcher';
-import { ScopedOutboxHandlerError } from './outbox.errors';
+import { ScopedOutboxHandlerError, UnreachableOutboxHandlerError } from './outbox.errors';
 import type { OutboxHandlerFn } from './outbox-handler.types';
 import { OutboxMetadataAccessor } from './outbox-metadata.accessor';
+import type { OutboxHandlerMetadata } from './outbox.decorators';
+
+type Prototype = Record<string, unknown>;
 
 /**
- * Finds every `@OnOutboxEvent` method in the application at boot and registers it with the
- * `EventDispatcher`, so a misnamed, duplicated or scoped handler fails the boot, not a delivery.
+ * Finds every `@OnOutboxEvent` method in the application at boot, on class, factory and value
+ * providers and on controllers, and registers it with the `EventDispatcher`, so a misnamed,
+ * duplicated, scoped or unreachable handler fails the boot, not a delivery.
  */
 @Injectable()
 export class OutboxExplorer implements OnModuleInit {
+  private readonly logger = new Logger('Outbox');
+
   constructor(
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
@@ -20,30 +26,82 @@ export class OutboxExplorer implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    for (const wrapper of this.discovery.getProviders()) this.explore(wrapper);
+    const wrappers = [...this.discovery.getProviders(), ...this.discovery.getControllers()];
+    // One instance can sit behind several tokens (useExisting, a value registered twice):
+    // its handlers are registered once.
+    const explored = new Set<unknown>();
+    for (const wrapper of wrappers) this.explore(wrapper, explored);
+    const summary = this.dispatcher.describe();
+    this.logger.log(
+      summary.length === 0
+        ? 'No @OnOutboxEvent handler found: every event is marked delivered without running anything'
+        : `Outbox handlers: ${summary.join('; ')}`,
+    );
   }
 
-  private explore(wrapper: InstanceWrapper): void {
-    const instance: unknown = wrapper.instance;
-    const metatype = wrapper.metatype;
-    if (!metatype || typeof metatype !== 'function') return;
-    const prototype = metatype.prototype as Record<string, unknown> | undefined;
-    if (!prototype || typeof prototype !== 'object') return;
-    for (const methodName of this.scanner.getAllMethodNames(prototype)) {
-      const method = prototype[methodName] as (...args: unknown[]) => unknown;
-      const metadata = this.accessor.getHandlerMetadata(method);
-      if (!metadata) continue;
-      const location = `${metatype.name}.${methodName}`;
-      if (!wrapper.isDependencyTreeStatic() || wrapper.isTransient) {
-        throw new ScopedOutboxHandlerError(metadata.name, location);
-      }
-      const target = instance as Record<string, OutboxHandlerFn>;
+  private explore(wrapper: InstanceWrapper, explored: Set<unknown>): void {
+    const declared = this.declaredPrototype(wrapper);
+    const instance = wrapper.instance as Prototype | undefined | null;
+    const static_ = wrapper.isDependencyTreeStatic() && !wrapper.isTransient;
+    // A factory or value provider declares nothing: what it returns is the handler's host.
+    const running =
+      static_ && instance && typeof instance === 'object'
+        ? (Object.getPrototypeOf(instance) as Prototype | null)
+        : undefined;
+    const prototype = running ?? declared;
+    if (!prototype) return;
+    const handlers = this.handlersOn(prototype);
+    if (handlers.length === 0) return;
+    const className = nameOf(prototype, wrapper);
+    if (!static_) {
+      throw new ScopedOutboxHandlerError(handlers[0].metadata.name, location(className, handlers));
+    }
+    if (!running || !instance) {
+      throw new UnreachableOutboxHandlerError(
+        handlers[0].metadata.name,
+        location(className, handlers),
+      );
+    }
+    if (explored.has(instance)) return;
+    explored.add(instance);
+    for (const { methodName, metadata } of handlers) {
       this.dispatcher.register({
         name: metadata.name,
         events: metadata.events,
-        handle: (event, context) => target[methodName](event, context),
-        location,
+        handle: (event, context) =>
+          (instance[methodName] as OutboxHandlerFn).call(instance, event, context),
+        location: `${className}.${methodName}`,
       });
     }
   }
+
+  /** The class a provider declares, when it is a class provider (not a factory). */
+  private declaredPrototype(wrapper: InstanceWrapper): Prototype | undefined {
+    const metatype: unknown = wrapper.metatype;
+    // With `inject`, the metatype is the factory function, whose prototype holds nothing.
+    if (typeof metatype !== 'function' || wrapper.inject) return undefined;
+    const prototype: unknown = (metatype as { prototype?: unknown }).prototype;
+    return prototype && typeof prototype === 'object' ? (prototype as Prototype) : undefined;
+  }
+
+  private handlersOn(
+    prototype: Prototype,
+  ): Array<{ methodName: string; metadata: OutboxHandlerMetadata }> {
+    const found: Array<{ methodName: string; metadata: OutboxHandlerMetadata }> = [];
+    for (const methodName of this.scanner.getAllMethodNames(prototype)) {
+      const method = prototype[methodName] as (...args: unknown[]) => unknown;
+      const metadata = this.accessor.getHandlerMetadata(method);
+      if (metadata) found.push({ methodName, metadata });
+    }
+    return found;
+  }
+}
+
+function nameOf(prototype: Prototype, wrapper: InstanceWrapper): string {
+  const ctor = prototype.constructor as { name?: unknown } | undefined;
+  return typeof ctor?.name === 'string' && ctor.name !== '' ? ctor.name : String(wrapper.name);
+}
+
+function location(className: string, handlers: Array<{ methodName: string }>): string {
+  return `${className}.${handlers[0].methodName}`;
 }

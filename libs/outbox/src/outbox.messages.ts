@@ -24,6 +24,12 @@ export const OutboxMessages = {
   scopedHandler: (name: string, location: string) =>
     `Outbox handler "${name}" on ${location} belongs to a request- or transient-scoped provider; ` +
     `outbox handlers run outside any request, so the provider must be a singleton`,
+  unreachableHandler: (name: string, location: string) =>
+    `Outbox handler "${name}" on ${location} has no instance the outbox can call at boot; ` +
+    `register its class as a singleton provider (class, factory or value) of a module in the app`,
+  unhandledType: (eventType: string) =>
+    `Outbox event type "${eventType}" has no handler in this application: its events are marked ` +
+    `delivered without running anything. Subscribe a handler to it, or stop emitting it`,
   emptyHandlerEvents: (name: string, location: string, events: unknown) =>
     `Outbox handler "${name}" on ${location} subscribes to no event: events must be '*' or a ` +
     `non-empty list of event types, got ${describeValue(events)}`,
