@@ -557,7 +557,7 @@ describe('outbox lease proof', () => {
     });
 
     const state = value(await repo.pendingState({ deadRetryMs: 0, types: ['replayed'] }));
-    expect(state).toMatchObject({ dead: 0, live: 0, nextDueInMs: null });
+    expect(state).toMatchObject({ dead: 0, due: 0, retrying: 0, inFlight: 0, nextDueInMs: null });
     expect(await claim(10, { types: ['replayed'], deadRetryMs: 0 })).toEqual([]);
     const delivered = await row(id);
     expect(delivered!.dispatched_at).toBeInstanceOf(Date);
@@ -589,42 +589,64 @@ describe('outbox lease proof', () => {
     expect((await row(id))!.deliveries).toEqual({});
   });
 
-  it('16. pendingState reports the next due delay and the oldest live age with future, leased and dead rows present', async () => {
+  it('16. pendingState reports the next due delay, the wait of the oldest due row and counts by state; rows in backoff are not lag', async () => {
     expect(value(await repo.pendingState({ deadRetryMs: HOUR }))).toEqual({
-      live: 0,
+      due: 0,
+      retrying: 0,
+      inFlight: 0,
+      overdue: 0,
       dead: 0,
       nextDueInMs: null,
-      oldestLiveAgeMs: null,
+      oldestDueWaitMs: null,
     });
 
-    const [future, leased, dead, delivered] = await enqueue(event(), event(), event(), event());
+    const [retrying, leased, dead, delivered] = await enqueue(event(), event(), event(), event());
     await sql.query(
       `UPDATE outbox_event SET
          next_attempt_at = CASE id WHEN $1::uuid THEN now() + interval '30 seconds' ELSE next_attempt_at END,
-         occurred_at = CASE id WHEN $1::uuid THEN now() - interval '10 minutes'
+         occurred_at = CASE id WHEN $1::uuid THEN now() - interval '10 days'
                                WHEN $2::uuid THEN now() - interval '5 minutes'
                                WHEN $4::uuid THEN now() - interval '1 day' ELSE occurred_at END,
          lease_expires_at = CASE id WHEN $2::uuid THEN now() + interval '20 seconds' END,
-         attempts = CASE id WHEN $2::uuid THEN 1 ELSE attempts END,
+         attempts = CASE id WHEN $1::uuid THEN 4 WHEN $2::uuid THEN 1 ELSE attempts END,
          dead_at = CASE id WHEN $3::uuid THEN now() - interval '50 minutes' END,
          dispatched_at = CASE id WHEN $4::uuid THEN now() - interval '1 hour' END`,
-      [future, leased, dead, delivered],
+      [retrying, leased, dead, delivered],
     );
 
-    // Dead row due in 10 minutes, leased row in 20 s, future row in 30 s.
-    const state = value(await repo.pendingState({ deadRetryMs: HOUR }));
-    expect(state.live).toBe(2);
-    expect(state.dead).toBe(1);
+    // Dead row due in 10 minutes, leased row in 20 s, retrying row in 30 s; nothing is due, so
+    // there is no lag although the retrying row occurred ten days ago.
+    let state = value(await repo.pendingState({ deadRetryMs: HOUR }));
+    expect(state).toMatchObject({
+      due: 0,
+      retrying: 1,
+      inFlight: 1,
+      overdue: 0,
+      dead: 1,
+      oldestDueWaitMs: null,
+    });
     expect(state.nextDueInMs).toBeGreaterThan(19_000);
     expect(state.nextDueInMs).toBeLessThanOrEqual(20_000);
-    expect(state.oldestLiveAgeMs).toBeGreaterThanOrEqual(600_000);
-    expect(state.oldestLiveAgeMs).toBeLessThan(601_000);
 
     // With a short dead retry the dead row is already due.
     expect(value(await repo.pendingState({ deadRetryMs: 60_000 })).nextDueInMs).toBe(0);
-    // A due live row makes the delay zero.
-    await enqueue(event());
-    expect(value(await repo.pendingState({ deadRetryMs: HOUR })).nextDueInMs).toBe(0);
+
+    // A row due for 3 minutes, and one whose lease ended 2 minutes ago without a settle.
+    const [waiting, stalled] = await enqueue(event(), event());
+    await sql.query(
+      `UPDATE outbox_event SET
+         next_attempt_at = now() - CASE id WHEN $1::uuid THEN interval '3 minutes'
+                                           ELSE interval '10 minutes' END,
+         lease_expires_at = CASE id WHEN $2::uuid THEN now() - interval '2 minutes' END,
+         attempts = CASE id WHEN $2::uuid THEN 1 ELSE attempts END
+       WHERE id IN ($1, $2)`,
+      [waiting, stalled],
+    );
+    state = value(await repo.pendingState({ deadRetryMs: HOUR }));
+    expect(state).toMatchObject({ due: 1, retrying: 1, inFlight: 1, overdue: 1, dead: 1 });
+    expect(state.nextDueInMs).toBe(0);
+    expect(state.oldestDueWaitMs).toBeGreaterThanOrEqual(180_000);
+    expect(state.oldestDueWaitMs).toBeLessThan(181_000);
   });
 
   it('17. the sweep removes delivered rows past the cutoff and keeps newer delivered, live and dead rows', async () => {

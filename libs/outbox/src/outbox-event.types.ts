@@ -84,9 +84,20 @@ export interface FailOutcome extends SettleOutcome {
 export interface PendingState {
   /** Milliseconds until the next row is due (0 when one is due now); null when nothing waits. */
   nextDueInMs: number | null;
-  /** Age of the oldest live (undelivered, not dead) row in milliseconds; null when there is none. */
-  oldestLiveAgeMs: number | null;
-  live: number;
+  /**
+   * How long the oldest claimable live event has waited since it became due, in milliseconds;
+   * null when none is due. Events resting in backoff are not lag.
+   */
+  oldestDueWaitMs: number | null;
+  /** Live events ready to be claimed now. */
+  due: number;
+  /** Live events resting until their next attempt (after a failure). */
+  retrying: number;
+  /** Live events under a lease: a relay is running their handlers. */
+  inFlight: number;
+  /** Live events whose lease ended without a settle (a relay crashed or stalled). */
+  overdue: number;
+  /** Events that ran out of attempts; replayed every `deadRetryMs`. */
   dead: number;
 }
 

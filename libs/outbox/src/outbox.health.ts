@@ -1,13 +1,19 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
 import { OutboxDispatcher } from './outbox.dispatcher';
+import type { PendingState } from './outbox-event.types';
 import type { ResolvedOutboxOptions } from './outbox.options';
 import { OutboxRepository } from './outbox.repository';
 import { OUTBOX_OPTIONS } from './outbox.tokens';
 import { scrubError } from './scrub-error';
 
 export interface OutboxHealthOptions {
-  /** Down when the oldest live event has waited longer than this. */
+  /**
+   * Down when the oldest due event has waited longer than this. Lag is queue-wide: every pod
+   * sees the same figure, so leave it unset on a readiness probe (a backlog would take every pod
+   * out of rotation at once) and use it where a queue-wide alarm belongs, such as a worker-only
+   * deployment's probe or an alert.
+   */
   maxLagMs?: number;
   /** Bound on the state query; a slower database reports down instead of hanging the probe. */
   timeoutMs?: number;
@@ -18,10 +24,10 @@ export const STALE_AFTER_POLLS = 3;
 const DEFAULT_TIMEOUT_MS = 2000;
 
 /**
- * Terminus indicator for readiness during rollouts: down while the dispatcher stops or has
- * stopped, when the oldest live event is older than `maxLagMs`, when a running dispatcher has
- * not completed a drain for several poll intervals, or when its state query fails. It never
- * throws; the data says why.
+ * Terminus indicator for readiness during rollouts. Down for what is true of this pod: its
+ * dispatcher stops or has stopped, has completed no drain for several poll intervals, or its
+ * state query fails; and, only when `maxLagMs` is given, for a queue-wide lag. It never throws;
+ * the data (lag and the due / retrying / in-flight / overdue / dead counts) says why.
  */
 @Injectable()
 export class OutboxHealthIndicator {
@@ -46,19 +52,15 @@ export class OutboxHealthIndicator {
     };
     const pending = await this.pendingWithin(timeoutMs);
     if (!pending.ok) return session.down({ ...base, message: pending.message });
-    const data = {
-      ...base,
-      lagMs: pending.value.oldestLiveAgeMs ?? 0,
-      pending: pending.value.live,
-      dead: pending.value.dead,
-    };
+    const { oldestDueWaitMs, due, retrying, inFlight, overdue, dead } = pending.value;
+    const data = { ...base, lagMs: oldestDueWaitMs ?? 0, due, retrying, inFlight, overdue, dead };
     if (state === 'stopping' || state === 'stopped') {
       return session.down({ ...data, message: `dispatcher is ${state}` });
     }
     if (maxLagMs !== undefined && data.lagMs > maxLagMs) {
       return session.down({
         ...data,
-        message: `oldest pending event waited ${data.lagMs} ms (max ${maxLagMs} ms)`,
+        message: `oldest due event waited ${data.lagMs} ms (max ${maxLagMs} ms)`,
       });
     }
     // A healthy batch may take up to its lease, so a drain that long is not yet a stuck one.
@@ -73,10 +75,7 @@ export class OutboxHealthIndicator {
 
   private async pendingWithin(
     timeoutMs: number,
-  ): Promise<
-    | { ok: true; value: { oldestLiveAgeMs: number | null; live: number; dead: number } }
-    | { ok: false; message: string }
-  > {
+  ): Promise<{ ok: true; value: PendingState } | { ok: false; message: string }> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<{ ok: false; message: string }>((resolve) => {
       timer = setTimeout(

@@ -208,7 +208,7 @@ export class OutboxRepository {
     );
   }
 
-  /** When the next row is due, how old the oldest live row is, and how many are live and dead. */
+  /** When the next row is due, how long the oldest due row has waited, and counts by state. */
   async pendingState(options: PendingStateOptions): Promise<OutboxResult<PendingState>> {
     const types = options.types?.length ? [...options.types] : null;
     return this.run(
@@ -217,16 +217,22 @@ export class OutboxRepository {
       SQL.PENDING_STATE,
       [options.deadRetryMs, types],
       ([row]: {
-        live: number;
+        due: number;
+        retrying: number;
+        in_flight: number;
+        overdue: number;
         dead: number;
         next_due_in_ms: number | null;
-        oldest_live_age_ms: number | null;
+        oldest_due_wait_ms: number | null;
       }[]) => ({
-        live: row.live,
+        due: row.due,
+        retrying: row.retrying,
+        inFlight: row.in_flight,
+        overdue: row.overdue,
         dead: row.dead,
         nextDueInMs: row.next_due_in_ms === null ? null : Math.ceil(row.next_due_in_ms),
-        oldestLiveAgeMs:
-          row.oldest_live_age_ms === null ? null : Math.max(0, Math.floor(row.oldest_live_age_ms)),
+        oldestDueWaitMs:
+          row.oldest_due_wait_ms === null ? null : Math.max(0, Math.floor(row.oldest_due_wait_ms)),
       }),
     );
   }

@@ -225,12 +225,16 @@ export const MARK_FAILED = `
 `;
 
 /**
- * Counts and timings for the dispatcher's next wake and for health reports.
+ * Counts and timings for the dispatcher's next wake and for health reports. A live row is due
+ * (ready to claim), retrying (resting until its next attempt), in flight (under a lease) or
+ * overdue (its lease ended without a settle: a relay crashed or stalled; claimable again). Lag is
+ * how long the oldest claimable live row has waited since it became claimable, so rows resting
+ * in backoff never count as lag.
  * $1 dead retry ms, $2 types (text[] or null).
  */
 export const PENDING_STATE = `
   WITH unsettled AS (
-    SELECT occurred_at, dead_at,
+    SELECT dead_at, lease_expires_at, next_attempt_at,
            CASE
              WHEN dead_at IS NULL THEN greatest(next_attempt_at, lease_expires_at)
              ELSE greatest(dead_at + make_interval(secs => $1 / 1000.0), lease_expires_at)
@@ -240,13 +244,18 @@ export const PENDING_STATE = `
       AND ($2::text[] IS NULL OR type = ANY ($2::text[]))
   )
   SELECT
-    count(*) FILTER (WHERE dead_at IS NULL)::int AS live,
+    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
+                       AND next_attempt_at <= now())::int AS due,
+    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
+                       AND next_attempt_at > now())::int AS retrying,
+    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at > now())::int AS in_flight,
+    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at <= now())::int AS overdue,
     count(*) FILTER (WHERE dead_at IS NOT NULL)::int AS dead,
     CASE WHEN count(*) > 0
       THEN greatest(0, extract(epoch FROM min(due_at) - now()) * 1000)::float8
     END AS next_due_in_ms,
-    (extract(epoch FROM now() - min(occurred_at) FILTER (WHERE dead_at IS NULL)) * 1000)::float8
-      AS oldest_live_age_ms
+    (extract(epoch FROM now() - min(due_at) FILTER (WHERE dead_at IS NULL AND due_at <= now()))
+      * 1000)::float8 AS oldest_due_wait_ms
   FROM unsettled
 `;
 

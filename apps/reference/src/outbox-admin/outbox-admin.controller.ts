@@ -6,7 +6,7 @@ import {
   type ResolvedOutboxOptions,
 } from '@app/outbox';
 
-/** What the outbox holds right now: pending and dead events, the lag, the dispatcher. */
+/** What the outbox holds right now: events by state, the lag, the dispatcher. */
 @Controller('outbox')
 export class OutboxAdminController {
   constructor(
@@ -22,9 +22,12 @@ export class OutboxAdminController {
     return {
       dispatcher: this.dispatcher.state,
       listener: this.dispatcher.listenerState,
-      pending: pending.value.live,
+      lagMs: pending.value.oldestDueWaitMs ?? 0,
+      due: pending.value.due,
+      retrying: pending.value.retrying,
+      inFlight: pending.value.inFlight,
+      overdue: pending.value.overdue,
       dead: pending.value.dead,
-      lagMs: pending.value.oldestLiveAgeMs ?? 0,
       nextDueInMs: pending.value.nextDueInMs,
     };
   }
