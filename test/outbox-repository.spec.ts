@@ -1,9 +1,11 @@
 import type { Client } from 'pg';
-import { DataSource } from 'typeorm';
+import type { ModuleRef } from '@nestjs/core';
+import { DataSource, type EntityManager } from 'typeorm';
 import {
   InvalidOutboxEventError,
   OUTBOX_ENTITIES,
   OutboxPayloadNotSerializableError,
+  OutboxPublisher,
   OutboxRepository,
   OutboxStoreError,
   OutboxTransactionRequiredError,
@@ -169,6 +171,132 @@ describe('OutboxRepository.enqueue', () => {
         organization_id: null,
       }),
     ]);
+  });
+});
+
+/**
+ * What PostgreSQL would refuse (NUL, lone surrogates, stack-deep jsonb) or JSON would change
+ * (Map, Set) is refused with a typed error before any statement runs: the caller's transaction
+ * stays usable, and what it commits holds none of the refused batch.
+ */
+describe('OutboxRepository.enqueue refuses what the store cannot hold as given', () => {
+  let publisher: OutboxPublisher;
+  beforeAll(() => {
+    // onModuleInit is not called: emit is given its manager, so the ModuleRef is never used.
+    publisher = new OutboxPublisher(repo, undefined as unknown as ModuleRef);
+  });
+
+  /** Runs `attempt` in a transaction that then enqueues `good` and commits; returns what it threw. */
+  async function refusedThenCommitted(
+    attempt: (manager: EntityManager) => Promise<unknown>,
+  ): Promise<unknown> {
+    const error = await db.dataSource.transaction(async (manager) => {
+      const thrown = await attempt(manager).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      const result = await repo.enqueue(manager, good);
+      if (!result.ok) throw result.error;
+      return thrown;
+    });
+    const { rows } = await sql.query<{ type: string }>('SELECT type FROM outbox_event');
+    expect(rows).toEqual([{ type: 'invoice.paid' }]);
+    return error;
+  }
+
+  const NUL = 'a string containing NUL (\\u0000)';
+  const SURROGATE = 'a string containing a lone UTF-16 surrogate';
+
+  it.each([
+    [
+      'NUL in a nested string',
+      { payload: { items: [{ name: 'a' }, { name: 'b' }, { name: 'c' }, { name: 'd\u0000' }] } },
+      'payload.items[3].name',
+      NUL,
+    ],
+    ['a lone high surrogate', { payload: { note: 'x\ud800' } }, 'payload.note', SURROGATE],
+    ['a lone low surrogate', { payload: ['\udc00'] }, 'payload[0]', SURROGATE],
+    [
+      'NUL in a key',
+      { payload: { 'a\u0000b': 1 } },
+      'payload["a\\u0000b"]',
+      'a key containing NUL (\\u0000)',
+    ],
+    [
+      'a lone surrogate in a key',
+      { payload: { nested: { '\ud800': 1 } } },
+      'payload.nested["\\ud800"]',
+      'a key containing a lone UTF-16 surrogate',
+    ],
+    [
+      'a Map',
+      { payload: { tags: new Map([['a', 1]]) } },
+      'payload.tags',
+      'a Map, which JSON cannot represent',
+    ],
+    [
+      'a Set',
+      { payload: { ids: new Set([1]) } },
+      'payload.ids',
+      'a Set, which JSON cannot represent',
+    ],
+    ['NUL in metadata', { metadata: { trace: '00\u0000' } }, 'metadata.trace', NUL],
+  ])('refuses %s, naming the event type and the path', async (_, override, path, reason) => {
+    const bad = { ...good, type: 'invoice.voided', ...override } as NewOutboxEvent;
+    const error = await refusedThenCommitted((manager) => repo.enqueue(manager, [good, bad]));
+    expect(error).toBeInstanceOf(OutboxPayloadNotSerializableError);
+    expect(error).toMatchObject({ eventType: 'invoice.voided', path, reason });
+    expect((error as Error).message).toBe(
+      `Outbox event "invoice.voided" is not JSON-serialisable: ${path} is ${reason}`,
+    );
+  });
+
+  it.each([5_000, 100_000])('refuses a payload nested %d levels deep', async (depth) => {
+    let payload: unknown = { leaf: true };
+    for (let i = 0; i < depth; i++) payload = { child: payload };
+    const error = await refusedThenCommitted((manager) =>
+      publisher.emit({ ...good, payload }, { manager }),
+    );
+    expect(error).toBeInstanceOf(OutboxPayloadNotSerializableError);
+    expect(error).toMatchObject({ reason: 'nested deeper than 256 levels' });
+    expect((error as OutboxPayloadNotSerializableError).path).toMatch(
+      /^payload(\.child)+…(\.child)+$/,
+    );
+    expect((error as Error).message.length).toBeLessThan(600);
+  });
+
+  it.each([
+    ['type', 'invoice.\u0000paid', 'containing NUL (\\u0000)', '"invoice.\\u0000paid"'],
+    ['aggregateType', 'invoice\u0000', 'containing NUL (\\u0000)', '"invoice\\u0000"'],
+    ['aggregateId', 'inv-\ud800', 'containing a lone UTF-16 surrogate', '"inv-\\ud800"'],
+    ['organizationId', '\u0000', 'containing NUL (\\u0000)', '"\\u0000"'],
+    ['requestId', 'req-\udfff', 'containing a lone UTF-16 surrogate', '"req-\\udfff"'],
+  ])('refuses %s %j, naming the field', async (field, value, problem, shown) => {
+    const error = await refusedThenCommitted((manager) =>
+      publisher.emit([good, { ...good, [field]: value }], { manager }),
+    );
+    expect(error).toBeInstanceOf(InvalidOutboxEventError);
+    expect(error).toMatchObject({
+      field,
+      message: `Invalid outbox event: ${field} must be a string not ${problem}, got ${shown}`,
+    });
+  });
+
+  it('echoes only the start of a long refused field', async () => {
+    const aggregateId = `${'x'.repeat(10_000)}\u0000`;
+    const error = await refusedThenCommitted((manager) =>
+      repo.enqueue(manager, { ...good, aggregateId }),
+    );
+    expect(error).toMatchObject({ field: 'aggregateId', value: `${'x'.repeat(64)}…` });
+    expect((error as Error).message.length).toBeLessThan(200);
+  });
+
+  it('puts no payload value in the error', async () => {
+    const error = await refusedThenCommitted((manager) =>
+      repo.enqueue(manager, { ...good, payload: { apiKey: 'hunter2-\u0000' } }),
+    );
+    expect(error).toBeInstanceOf(OutboxPayloadNotSerializableError);
+    expect((error as Error).message).not.toContain('hunter2');
   });
 });
 

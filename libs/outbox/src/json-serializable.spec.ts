@@ -1,4 +1,4 @@
-import { findJsonProblem } from './json-serializable';
+import { findJsonProblem, findTextProblem, MAX_JSON_DEPTH } from './json-serializable';
 
 describe('findJsonProblem', () => {
   it('accepts plain JSON values, dates and undefined properties', () => {
@@ -39,4 +39,119 @@ describe('findJsonProblem', () => {
       reason: 'a BigInt',
     });
   });
+
+  it.each([
+    [
+      { items: [{}, {}, {}, { name: 'a\u0000b' }] },
+      '$.items[3].name',
+      'a string containing NUL (\\u0000)',
+    ],
+    [{ note: 'x\ud800' }, '$.note', 'a string containing a lone UTF-16 surrogate'],
+    [{ note: '\udc00x' }, '$.note', 'a string containing a lone UTF-16 surrogate'],
+    [{ 'a\u0000b': 1 }, '$["a\\u0000b"]', 'a key containing NUL (\\u0000)'],
+    [
+      { nested: { '\ud800': 1 } },
+      '$.nested["\\ud800"]',
+      'a key containing a lone UTF-16 surrogate',
+    ],
+    [{ tags: new Map([['a', 1]]) }, '$.tags', 'a Map, which JSON cannot represent'],
+    [{ ids: new Set([1]) }, '$.ids', 'a Set, which JSON cannot represent'],
+    [{ w: new WeakMap() }, '$.w', 'a WeakMap, which JSON cannot represent'],
+    [{ re: /x/ }, '$.re', 'a RegExp, which JSON cannot represent'],
+    [{ e: new Error('boom') }, '$.e', 'a Error, which JSON cannot represent'],
+    [{ bytes: new Uint8Array(2) }, '$.bytes', 'a Uint8Array, which JSON cannot represent'],
+  ])('refuses %j at %s', (value, path, reason) => {
+    expect(findJsonProblem(value)).toEqual({ path, reason });
+  });
+
+  it('accepts surrogate pairs, class instances, null-prototype objects and NUL-free text', () => {
+    class Money {
+      constructor(readonly cents: number) {}
+    }
+    const bare = Object.assign(Object.create(null) as object, { k: 'v' });
+    expect(
+      findJsonProblem({ emoji: '😀', price: new Money(5), bare, 'ключ-1': 'é' }),
+    ).toBeUndefined();
+  });
+
+  it('ignores NUL in a key whose value is undefined, which JSON leaves out', () => {
+    expect(findJsonProblem({ 'a\u0000': undefined })).toBeUndefined();
+  });
+
+  it('checks what toJSON returns but does not call toJSON on that result', () => {
+    class Twice {
+      readonly a = 1;
+      toJSON() {
+        return 1n;
+      }
+    }
+    // JSON.stringify writes {"v":{"a":1}}: the Twice returned is not asked for toJSON again.
+    expect(findJsonProblem({ v: { toJSON: () => new Twice() } })).toBeUndefined();
+    expect(findJsonProblem({ v: { toJSON: () => ({ inner: new Twice() }) } })).toEqual({
+      path: '$.v.inner',
+      reason: 'a BigInt',
+    });
+    expect(findJsonProblem({ v: { toJSON: () => new Map() } })).toEqual({
+      path: '$.v',
+      reason: 'a Map, which JSON cannot represent',
+    });
+    expect(findJsonProblem({ v: { toJSON: () => 'a\u0000' } })).toEqual({
+      path: '$.v',
+      reason: 'a string containing NUL (\\u0000)',
+    });
+  });
+
+  it(`accepts ${MAX_JSON_DEPTH} levels of nesting and refuses one more`, () => {
+    expect(findJsonProblem(nested(MAX_JSON_DEPTH))).toBeUndefined();
+    expect(findJsonProblem(nested(MAX_JSON_DEPTH + 1))).toMatchObject({
+      reason: `nested deeper than ${MAX_JSON_DEPTH} levels`,
+    });
+  });
+
+  it('refuses 100,000 levels without overflowing the stack, with a short path', () => {
+    const problem = findJsonProblem(nested(100_000), 'payload');
+    expect(problem?.reason).toBe('nested deeper than 256 levels');
+    expect(problem?.path.length).toBeLessThanOrEqual(400);
+    expect(problem?.path).toMatch(/^payload(\[0\])+…(\[0\])+$/);
+  });
+
+  it('names a key it cannot show plainly in quotes, shortened', () => {
+    const key = `${'k'.repeat(100)}\u0000`;
+    expect(findJsonProblem({ [key]: 1 })).toEqual({
+      path: `$["${'k'.repeat(64)}…"]`,
+      reason: 'a key containing NUL (\\u0000)',
+    });
+    expect(findJsonProblem({ 'a b': 1n })?.path).toBe('$["a b"]');
+  });
+
+  it('stays linear: a wide, long payload is checked quickly', () => {
+    const wide = Array.from({ length: 200_000 }, (_, i) => ({ i, s: 'x'.repeat(20) }));
+    const started = performance.now();
+    expect(findJsonProblem(wide)).toBeUndefined();
+    expect(performance.now() - started).toBeLessThan(2000);
+  });
+
+  it('does not put values in a problem', () => {
+    const problem = findJsonProblem({ secret: 'hunter2\u0000', token: new Set(['hunter2']) });
+    expect(JSON.stringify(problem)).not.toContain('hunter2');
+  });
 });
+
+describe('findTextProblem', () => {
+  it.each([
+    ['plain', undefined],
+    ['😀', undefined],
+    ['a\u0000', 'containing NUL (\\u0000)'],
+    ['\ud83d', 'containing a lone UTF-16 surrogate'],
+    ['\ude00\ud83d', 'containing a lone UTF-16 surrogate'],
+  ])('%j -> %s', (text, expected) => {
+    expect(findTextProblem(text)).toBe(expected);
+  });
+});
+
+/** An array `depth` levels deep: `[[[...[]...]]]`. */
+function nested(depth: number): unknown[] {
+  let value: unknown[] = [];
+  for (let i = 1; i < depth; i++) value = [value];
+  return value;
+}

@@ -1,7 +1,7 @@
 import { v7 as uuidv7 } from 'uuid';
 import { InvalidOutboxEventError, OutboxPayloadNotSerializableError } from './outbox.errors';
 import type { NewOutboxEvent } from './outbox-event.types';
-import { findJsonProblem } from './json-serializable';
+import { findJsonProblem, findTextProblem } from './json-serializable';
 
 /** An event ready for the enqueue statement: snake_case keys, JSON-safe values, an id. */
 export interface OutboxRow {
@@ -49,9 +49,20 @@ export function toOutboxRow(event: NewOutboxEvent): OutboxRow {
   };
 }
 
+/** Longest part of a refused text field echoed back in the error. */
+const MAX_ECHOED_LENGTH = 64;
+
 function requireText(field: string, value: unknown): string {
   if (typeof value !== 'string' || value.trim() === '') {
     throw new InvalidOutboxEventError(field, value, 'a non-empty string');
+  }
+  // PostgreSQL text refuses NUL and replaces a lone surrogate with U+FFFD, so neither is stored
+  // as given. Only the start of the value is echoed: the message stays short.
+  const problem = findTextProblem(value);
+  if (problem) {
+    const excerpt =
+      value.length > MAX_ECHOED_LENGTH ? `${value.slice(0, MAX_ECHOED_LENGTH)}…` : value;
+    throw new InvalidOutboxEventError(field, excerpt, `a string not ${problem}`);
   }
   return value;
 }
