@@ -34,7 +34,11 @@ const providers: Provider[] = [
     provide: OutboxRepository,
     inject: [OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS],
     useFactory: (dataSource: DataSource, options: ResolvedOutboxOptions) =>
-      new OutboxRepository(dataSource, { channel: options.listen.channel }),
+      new OutboxRepository(dataSource, {
+        channel: options.listen.channel,
+        statementTimeoutMs: options.statementTimeoutMs,
+        lockTimeoutMs: options.lockTimeoutMs,
+      }),
   },
   {
     provide: OUTBOX_SCHEDULER,

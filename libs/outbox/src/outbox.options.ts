@@ -90,6 +90,13 @@ export class OutboxModuleOptions {
   @IsInt() @Max(MAX_TIMER_MS) @Min(0) idleFloorMs?: number = 50;
   /** Pause after a drain that failed (database unreachable, for example). */
   @IsInt() @Max(MAX_TIMER_MS) @Min(1) failedDrainRetryMs?: number = 2 * SECOND;
+  /**
+   * `statement_timeout` of every statement the outbox runs on its own (claim, settle, release,
+   * state, sweep); the client also stops waiting, and discards the connection, 1 s after it.
+   */
+  @IsInt() @Max(MAX_TIMER_MS) @Min(100) statementTimeoutMs?: number = 5 * SECOND;
+  /** `lock_timeout` of the same statements: a table lock held elsewhere fails them fast. */
+  @IsInt() @Max(MAX_TIMER_MS) @Min(10) lockTimeoutMs?: number = 2 * SECOND;
   /** How long shutdown waits for running handlers before abandoning them to their lease. */
   @IsInt() @Max(MAX_TIMER_MS) @Min(0) shutdownGraceMs?: number = 10 * SECOND;
   @ValidateNested() @Type(() => OutboxListenOptions) listen?: OutboxListenOptions =

@@ -1,4 +1,4 @@
-import { DataSource, type EntityManager } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
 import { v7 as uuidv7 } from 'uuid';
 import {
   DEFAULT_OUTBOX_CHANNEL,
@@ -27,12 +27,20 @@ import type {
 import { toOutboxRow, type OutboxRow } from './outbox-event.validator';
 import { fail, ok, type OutboxResult } from './outbox.result';
 import { scrubError } from './scrub-error';
+import { hasPoolDriver, runBounded, type StatementBounds } from './bounded-statement';
 import * as SQL from './outbox.sql';
 
 export interface OutboxRepositoryOptions {
   /** NOTIFY channel signalled by every enqueue; listeners LISTEN on the same name. */
   channel?: string;
+  /** `statement_timeout` of the repository's own statements (not of enqueue). Default 5000. */
+  statementTimeoutMs?: number;
+  /** `lock_timeout` of the repository's own statements (not of enqueue). Default 2000. */
+  lockTimeoutMs?: number;
 }
+
+const DEFAULT_STATEMENT_TIMEOUT_MS = 5000;
+const DEFAULT_LOCK_TIMEOUT_MS = 2000;
 
 interface ClaimedRow {
   id: string;
@@ -58,12 +66,17 @@ interface ClaimedRow {
  */
 export class OutboxRepository {
   readonly channel: string;
+  private readonly bounds: StatementBounds;
 
   constructor(
     private readonly dataSource: DataSource,
     options: OutboxRepositoryOptions = {},
   ) {
     this.channel = options.channel ?? DEFAULT_OUTBOX_CHANNEL;
+    this.bounds = {
+      statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+      lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS,
+    };
   }
 
   /**
@@ -97,7 +110,7 @@ export class OutboxRepository {
         JSON.stringify(row.metadata),
       ]);
       parameters.push(this.channel);
-      const result = await this.run(
+      const result = await this.inTransaction(
         'enqueue',
         manager,
         SQL.enqueueStatement(chunk.length),
@@ -114,7 +127,7 @@ export class OutboxRepository {
       return { id: row.id, duplicate };
     });
     if (duplicates.length > 0) {
-      const conflicts = await this.run(
+      const conflicts = await this.inTransaction(
         'enqueue',
         manager,
         SQL.FIND_CONFLICTING,
@@ -131,12 +144,14 @@ export class OutboxRepository {
   /** Leases due live and dead rows for `leaseMs`, in `(occurred_at, id)` order. */
   async claim(options: ClaimOptions): Promise<OutboxResult<OutboxRecord[]>> {
     const types = options.types?.length ? [...options.types] : null;
-    return this.run(
+    return this.own(
       'claim',
-      this.dataSource,
       SQL.CLAIM,
       [options.limit, options.leaseMs, options.deadRetryMs, types],
       (rows: ClaimedRow[]) => rows.map(toRecord),
+      // A claim lost in a server crash only makes its rows claimable again at once, which is
+      // what a lease that never happened should mean; settles keep the server's durability.
+      { asyncCommit: true },
     );
   }
 
@@ -144,9 +159,8 @@ export class OutboxRepository {
   async markDelivered(settles: readonly DeliveredSettle[]): Promise<OutboxResult<SettleOutcome>> {
     if (settles.length === 0) return ok({ settled: [], stale: [] });
     const input = settles.map((s) => ({ id: s.id, attempts: s.attempts, handlers: s.handlers }));
-    return this.run(
+    return this.own(
       'markDelivered',
-      this.dataSource,
       SQL.MARK_DELIVERED,
       [JSON.stringify(input), input.map((s) => s.id)],
       (rows: { id: string }[]) => splitStale(settles, rows),
@@ -171,9 +185,8 @@ export class OutboxRepository {
       retry_ms: Math.max(0, s.retryDelayMs),
       dead_event_id: uuidv7(),
     }));
-    return this.run(
+    return this.own(
       'markFailed',
-      this.dataSource,
       SQL.MARK_FAILED,
       [
         JSON.stringify(input),
@@ -199,9 +212,8 @@ export class OutboxRepository {
   ): Promise<OutboxResult<SettleOutcome>> {
     if (claims.length === 0) return ok({ settled: [], stale: [] });
     const input = claims.map((c) => ({ id: c.id, attempts: c.attempts }));
-    return this.run(
+    return this.own(
       'release',
-      this.dataSource,
       SQL.RELEASE,
       [JSON.stringify(input), input.map((c) => c.id), this.channel],
       (rows: { id: string }[]) => splitStale(claims, rows),
@@ -211,9 +223,8 @@ export class OutboxRepository {
   /** When the next row is due, how long the oldest due row has waited, and counts by state. */
   async pendingState(options: PendingStateOptions): Promise<OutboxResult<PendingState>> {
     const types = options.types?.length ? [...options.types] : null;
-    return this.run(
+    return this.own(
       'pendingState',
-      this.dataSource,
       SQL.PENDING_STATE,
       [options.deadRetryMs, types],
       ([row]: {
@@ -244,9 +255,8 @@ export class OutboxRepository {
   async sweep(options: SweepOptions): Promise<OutboxResult<number>> {
     let total = 0;
     for (let batch = 0; batch < (options.maxBatches ?? Infinity); batch++) {
-      const result = await this.run(
+      const result = await this.own(
         'sweep',
-        this.dataSource,
         SQL.SWEEP_BATCH,
         [options.retentionMs, options.batchSize],
         ([row]: { deleted: number }[]) => row.deleted,
@@ -258,24 +268,42 @@ export class OutboxRepository {
     return ok(total);
   }
 
-  private async run<R, T>(
+  /** One of the repository's own statements, bounded in time (see `runBounded`). */
+  private async own<R, T>(
     operation: string,
-    executor: DataSource | EntityManager,
+    sql: string,
+    parameters: unknown[],
+    map: (rows: R) => T,
+    options: { asyncCommit?: boolean } = {},
+  ): Promise<OutboxResult<T>> {
+    if (!hasPoolDriver(this.dataSource)) {
+      return fail(
+        new OutboxStoreError(operation, 'the DataSource is not a PostgreSQL one', undefined),
+      );
+    }
+    let rows: unknown[];
+    try {
+      rows = await runBounded(this.dataSource, sql, parameters, { ...this.bounds, ...options });
+    } catch (err) {
+      return fail(toStoreError(operation, err));
+    }
+    return ok(map(rows as R));
+  }
+
+  /** A statement in the caller's transaction, under the caller's own settings. */
+  private async inTransaction<R, T>(
+    operation: string,
+    manager: EntityManager,
     sql: string,
     parameters: unknown[],
     map: (rows: R) => T,
   ): Promise<OutboxResult<T>> {
-    // A structured result gives the rows whatever the statement's command; plain
-    // `query()` returns `[rows, count]` for UPDATE and DELETE.
-    const own = executor instanceof DataSource ? executor.createQueryRunner() : undefined;
-    const runner = own ?? (executor as EntityManager).queryRunner!;
     let rows: R;
     try {
-      rows = (await runner.query(sql, parameters, true)).records as R;
+      // A structured result gives the rows whatever the statement's command.
+      rows = (await manager.queryRunner!.query(sql, parameters, true)).records as R;
     } catch (err) {
       return fail(toStoreError(operation, err));
-    } finally {
-      await own?.release();
     }
     return ok(map(rows));
   }

@@ -76,10 +76,8 @@ export const FIND_CONFLICTING = `
  * batch; live rows fill the rest in claim order. Rows another relay holds are skipped, not
  * waited for.
  *
- * The claim commits without waiting for its WAL flush (`synchronous_commit` off for this
- * statement only): a claim lost in a server crash only means its rows are claimable again at
- * once, which is what a lease that never happened should mean. Settles keep the server's
- * setting, since they record work that was done.
+ * The repository runs it with `synchronous_commit` off for its transaction only (see
+ * `OutboxRepository.claim`).
  * $1 limit, $2 lease ms, $3 dead retry ms, $4 types (text[] or null).
  */
 export const CLAIM = `
@@ -119,7 +117,7 @@ export const CLAIM = `
               e.deliveries, e.dead_at, e.last_error
   )
   SELECT claimed.*
-  FROM claimed, (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
+  FROM claimed
   ORDER BY occurred_at, id
 `;
 

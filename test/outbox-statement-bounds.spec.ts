@@ -1,0 +1,118 @@
+import { DataSource } from 'typeorm';
+import type { Client } from 'pg';
+import { OUTBOX_ENTITIES, OutboxRepository } from '@app/outbox';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { startTcpProxy, type TcpProxy } from './support/tcp-proxy';
+import { eventually } from './support/outbox-app';
+
+/**
+ * Every statement the repository runs on its own is bounded: by the server (statement and lock
+ * timeouts) while the server answers, and by the client (a deadline that discards the
+ * connection) when it does not.
+ */
+
+let db: TestDatabase;
+let sql: Client;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  sql = await db.connect();
+});
+
+afterAll(async () => {
+  await db?.close();
+});
+
+const claimOptions = { limit: 10, leaseMs: 60_000, deadRetryMs: 60_000 };
+
+describe('OutboxRepository statement bounds', () => {
+  it('a lock held on outbox_event (as a migration would) fails claim, settle, state and sweep with 55P03 instead of waiting', async () => {
+    const repo = new OutboxRepository(db.dataSource, { lockTimeoutMs: 100 });
+    const locker = await db.connect();
+    await locker.query('BEGIN');
+    await locker.query('LOCK TABLE outbox_event IN ACCESS EXCLUSIVE MODE');
+    try {
+      const results = await Promise.all([
+        repo.claim(claimOptions),
+        repo.markDelivered([
+          { id: '00000000-0000-7000-8000-000000000000', attempts: 1, handlers: [] },
+        ]),
+        repo.pendingState({ deadRetryMs: 60_000 }),
+        repo.sweep({ retentionMs: 0, batchSize: 10 }),
+      ]);
+      for (const result of results) {
+        expect(result).toMatchObject({ ok: false, error: { code: '55P03' } });
+      }
+    } finally {
+      await locker.query('ROLLBACK');
+      await locker.end();
+    }
+    // The lock gone, the same repository works again: failed connections were not reused.
+    await expect(repo.claim(claimOptions)).resolves.toMatchObject({ ok: true, value: [] });
+  });
+
+  it('a statement slower than statementTimeoutMs is cancelled by the server (57014)', async () => {
+    const repo = new OutboxRepository(db.dataSource, { statementTimeoutMs: 200 });
+    // A row lock held elsewhere makes the settle wait on it: a wait the lock timeout allows but
+    // the statement timeout does not.
+    await sql.query(
+      `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, attempts)
+       VALUES ('00000000-0000-7000-8000-000000000001', 't', 'a', '1', '{}', 1)`,
+    );
+    const locker = await db.connect();
+    await locker.query('BEGIN');
+    await locker.query(`SELECT 1 FROM outbox_event FOR UPDATE`);
+    try {
+      const result = await repo.markDelivered([
+        { id: '00000000-0000-7000-8000-000000000001', attempts: 1, handlers: ['h'] },
+      ]);
+      expect(result).toMatchObject({ ok: false, error: { code: '57014' } });
+    } finally {
+      await locker.query('ROLLBACK');
+      await locker.end();
+      await sql.query('TRUNCATE outbox_event');
+    }
+  });
+
+  describe('through a connection that stops answering', () => {
+    let proxy: TcpProxy;
+    let proxied: DataSource;
+
+    beforeAll(async () => {
+      const target = new URL(db.url);
+      proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
+      const url = new URL(db.url);
+      url.host = `127.0.0.1:${proxy.port}`;
+      proxied = new DataSource({
+        type: 'postgres',
+        url: url.toString(),
+        entities: [...OUTBOX_ENTITIES],
+        poolSize: 2,
+      });
+      await proxied.initialize();
+    });
+
+    afterAll(async () => {
+      await proxied?.destroy();
+      await proxy?.close();
+    });
+
+    it('returns a typed failure once the client deadline passes, discards the connection, and works again on a fresh one', async () => {
+      const repo = new OutboxRepository(proxied, { statementTimeoutMs: 300 });
+      await expect(repo.claim(claimOptions)).resolves.toMatchObject({ ok: true });
+      proxy.blackhole();
+
+      const result = await repo.claim(claimOptions);
+      expect(result.ok).toBe(false);
+      if (result.ok) return;
+      expect(result.error.message).toBe(
+        'Outbox claim failed: no answer from the database within 1300 ms; the connection was discarded',
+      );
+      // The black-holed connection was closed by the client, not handed back to the pool.
+      await eventually('the client closed the black-holed connection', () =>
+        proxy.connections.some((c) => c.blackholed && c.clientClosed),
+      );
+      await expect(repo.claim(claimOptions)).resolves.toMatchObject({ ok: true, value: [] });
+    });
+  });
+});
