@@ -1,10 +1,11 @@
-import { Injectable, type INestApplication } from '@nestjs/common';
+import { Injectable, Module, type INestApplication, type OnModuleDestroy } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import type { Client } from 'pg';
 import {
   OnOutboxEvent,
   OutboxDispatcher,
   OutboxPublisher,
+  SHUTDOWN_MARGIN_MS,
   type HandlerContext,
   type OutboxDispatcherState,
   type OutboxEvent,
@@ -12,6 +13,7 @@ import {
 } from '@app/outbox';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { createOutboxApp, deferred, eventually } from './support/outbox-app';
+import { startTcpProxy } from './support/tcp-proxy';
 
 /** Graceful shutdown through the real module: `app.close()` runs the hooks a SIGTERM would. */
 
@@ -31,6 +33,22 @@ class Mailer {
     return behaviour?.(event, ctx);
   }
 }
+
+/** What a feature module saw when Nest destroyed it. */
+const seenAtFeatureDestroy: Array<{ state: OutboxDispatcherState; handlerDone: boolean }> = [];
+let handlerDone = false;
+
+@Injectable()
+class FeatureClient implements OnModuleDestroy {
+  constructor(private readonly dispatcher: OutboxDispatcher) {}
+
+  onModuleDestroy() {
+    seenAtFeatureDestroy.push({ state: this.dispatcher.state, handlerDone });
+  }
+}
+
+@Module({ providers: [FeatureClient] })
+class FeatureModule {}
 
 let db: TestDatabase;
 let sql: Client;
@@ -246,6 +264,71 @@ describe('OutboxModule shutdown', () => {
       (await Promise.all(unstartedIds.map(row))).every((r) => r.dispatched_at !== null),
     );
     expect(calls.map((c) => c.event.id).sort()).toEqual([...ids].sort());
+  });
+
+  it("stops claiming and finishes running handlers before any feature module's onModuleDestroy runs", async () => {
+    const gate = hold();
+    seenAtFeatureDestroy.length = 0;
+    handlerDone = false;
+    behaviour = async () => {
+      await gate.promise;
+      handlerDone = true;
+    };
+    const app = await createOutboxApp({
+      url: db.url,
+      outbox: { retention: { enabled: false }, shutdownGraceMs: 10_000 },
+      providers: [Mailer],
+      imports: [FeatureModule],
+    });
+    open.add(app);
+    const dispatcher = app.get(OutboxDispatcher);
+    await emit(app, ['m-1']);
+    await eventually('the handler is running', () => calls.length === 1);
+
+    const closing = close(app);
+    await eventually('the dispatcher is stopping', () => dispatcher.state === 'stopping');
+    // The feature module is still intact while the handler runs.
+    expect(seenAtFeatureDestroy).toEqual([]);
+    gate.resolve();
+    await closing;
+
+    expect(seenAtFeatureDestroy).toEqual([{ state: 'stopped', handlerDone: true }]);
+  });
+
+  it('stops within shutdownGraceMs plus its margin when the database stops answering mid-shutdown', async () => {
+    const target = new URL(db.url);
+    const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
+    const url = new URL(db.url);
+    url.host = `127.0.0.1:${proxy.port}`;
+    const gate = hold();
+    behaviour = () => gate.promise;
+    // Statements would wait far longer than the grace on their own.
+    const options = { shutdownGraceMs: 500, statementTimeoutMs: 60_000 };
+    const app = await createOutboxApp({
+      url: url.toString(),
+      outbox: { retention: { enabled: false }, ...options },
+      providers: [Mailer],
+    });
+    try {
+      const dispatcher = app.get(OutboxDispatcher);
+      await emit(app, ['m-1']);
+      await eventually('the handler is running', () => calls.length === 1);
+
+      // Every connection (pool and LISTEN) goes silent; the handler then ends, so its settle
+      // is sent into the void.
+      proxy.blackhole();
+      gate.resolve();
+      const stopStarted = Date.now();
+      await dispatcher.stop();
+      const stopTookMs = Date.now() - stopStarted;
+
+      expect(dispatcher.state).toBe('stopped');
+      // The documented bound, with room for a loaded machine; without it this waits a minute.
+      expect(stopTookMs).toBeLessThan(options.shutdownGraceMs + SHUTDOWN_MARGIN_MS + 3000);
+    } finally {
+      await proxy.close();
+      await app.close();
+    }
   });
 
   it("the dispatcher's state goes running, then stopping while a handler holds the drain, then stopped", async () => {

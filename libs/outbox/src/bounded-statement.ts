@@ -15,6 +15,8 @@ export interface StatementBounds {
   lockTimeoutMs: number;
   /** Commit without waiting for the WAL flush (for claims, whose loss only frees rows). */
   asyncCommit?: boolean;
+  /** Gives up at once, like a missed deadline (shutdown out of time). */
+  signal?: AbortSignal;
 }
 
 /**
@@ -63,15 +65,19 @@ export function runBounded(
       if (done) return false;
       done = true;
       clearTimeout(timer);
+      bounds.signal?.removeEventListener('abort', onAbort);
       outcome();
       return true;
     };
-    const timer = setTimeout(() => {
-      const error = new StatementDeadlineError(deadlineMs);
-      finish(() => reject(error));
+    const giveUp = (error: Error) => {
+      if (!finish(() => reject(error))) return;
       // Whatever the connection is doing now, it cannot be trusted with another statement.
       acquired.then(([client, release]) => discard(client, release, error), ignore);
-    }, deadlineMs);
+    };
+    const timer = setTimeout(() => giveUp(new StatementDeadlineError(deadlineMs)), deadlineMs);
+    const onAbort = () => giveUp(new Error('abandoned: the outbox is shutting down'));
+    if (bounds.signal?.aborted) onAbort();
+    bounds.signal?.addEventListener('abort', onAbort, { once: true });
     acquired.then(
       async ([client, release]) => {
         if (done) return; // the deadline passed while waiting for a connection

@@ -100,9 +100,7 @@ export class EventDispatcher {
   ): Promise<HandlerOutcome[]> {
     const handlers = this.handlersFor(event.type);
     if (handlers.length === 0) this.reportUnhandled(event.type);
-    const remaining = handlers.filter(
-      (h) => !Object.hasOwn(alreadyDelivered, h.name),
-    );
+    const remaining = handlers.filter((h) => !Object.hasOwn(alreadyDelivered, h.name));
     return Promise.all(remaining.map((handler) => this.run(handler, event, options)));
   }
 

@@ -15,7 +15,11 @@ export {
   type OutboxHandlerRegistration,
 } from './event-dispatcher';
 export { OutboxPublisher, type EmitOptions, type EmitResultOptions } from './outbox.publisher';
-export { OutboxDispatcher, type OutboxDispatcherState } from './outbox.dispatcher';
+export {
+  OutboxDispatcher,
+  SHUTDOWN_MARGIN_MS,
+  type OutboxDispatcherState,
+} from './outbox.dispatcher';
 export { OutboxRelay, type DrainReport, type DrainSignals } from './outbox.relay';
 export { OutboxHealthIndicator, type OutboxHealthOptions } from './outbox.health';
 export { OutboxRetentionSweeper, OUTBOX_RETENTION_JOB } from './outbox-retention.sweeper';

@@ -113,6 +113,8 @@ export interface SweepOptions {
   batchSize: number;
   /** Stop after this many batches in one sweep (unbounded when absent). */
   maxBatches?: number;
+  /** Stop between batches once aborted (shutdown). */
+  signal?: AbortSignal;
 }
 
 /** Payload of the `outbox.event.dead` announcement. */

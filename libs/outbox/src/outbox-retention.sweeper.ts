@@ -22,6 +22,7 @@ export const OUTBOX_RETENTION_JOB = 'outbox-retention-sweep';
 export class OutboxRetentionSweeper implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Outbox');
   private running: Promise<number> | undefined;
+  private readonly stopping = new AbortController();
 
   constructor(
     private readonly repository: OutboxRepository,
@@ -36,15 +37,30 @@ export class OutboxRetentionSweeper implements OnApplicationBootstrap, OnApplica
     this.scheduler.addInterval(OUTBOX_RETENTION_JOB, interval);
   }
 
+  /**
+   * Stops the schedule and the running sweep between two batches, waiting for it no longer than
+   * the shutdown grace: the batch in flight is itself bounded by the statement timeout.
+   */
   async onApplicationShutdown(): Promise<void> {
     if (this.scheduler.doesExist('interval', OUTBOX_RETENTION_JOB)) {
       this.scheduler.deleteInterval(OUTBOX_RETENTION_JOB);
     }
-    await this.running;
+    this.stopping.abort();
+    if (!this.running) return;
+    let timer: NodeJS.Timeout | undefined;
+    const grace = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, this.options.shutdownGraceMs);
+    });
+    try {
+      await Promise.race([this.running, grace]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** One sweep now; a sweep still running is joined rather than doubled. Returns rows deleted. */
   sweep(): Promise<number> {
+    if (this.stopping.signal.aborted) return Promise.resolve(0);
     this.running ??= this.sweepOnce().finally(() => {
       this.running = undefined;
     });
@@ -53,7 +69,11 @@ export class OutboxRetentionSweeper implements OnApplicationBootstrap, OnApplica
 
   private async sweepOnce(): Promise<number> {
     const { retentionMs, batchSize } = this.options.retention;
-    const result = await this.repository.sweep({ retentionMs, batchSize });
+    const result = await this.repository.sweep({
+      retentionMs,
+      batchSize,
+      signal: this.stopping.signal,
+    });
     if (!result.ok) {
       this.logger.warn(`Outbox retention sweep failed: ${result.error.message}`);
       return 0;

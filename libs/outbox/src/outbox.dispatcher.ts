@@ -20,6 +20,12 @@ import { scrubError } from './scrub-error';
 /** Batches settling while the next one is claimed; more would only queue behind the commit. */
 const MAX_SETTLING = 2;
 
+/**
+ * How long shutdown goes on past `shutdownGraceMs` at most: time for the last settles and the
+ * listener's goodbye. `app.close()` returns within the grace plus this, whatever the database does.
+ */
+export const SHUTDOWN_MARGIN_MS = 1000;
+
 export type OutboxDispatcherState = 'idle' | 'running' | 'stopping' | 'stopped';
 
 /**
@@ -78,11 +84,11 @@ export class OutboxDispatcher
   }
 
   /**
-   * Shutdown starts here, at the first hook Nest calls, so readiness reports `stopping` while
-   * the rest of the app still drains; `beforeApplicationShutdown` then waits for it.
+   * Normally already stopped by `OutboxShutdownHook` at the first shutdown step; these hooks
+   * stop it when that hook could not be placed, and wait for the stop either way.
    */
-  onModuleDestroy(): void {
-    void this.stop();
+  onModuleDestroy(): Promise<void> {
+    return this.stop();
   }
 
   async beforeApplicationShutdown(): Promise<void> {
@@ -155,18 +161,31 @@ export class OutboxDispatcher
     clearTimeout(this.timer);
     clearImmediate(this.immediate);
     this.stopController.abort();
+    const { shutdownGraceMs } = this.options;
+    const startedAt = Date.now();
     const grace = setTimeout(
       () => this.abandonController.abort(new Error('abandoned at shutdown')),
-      this.options.shutdownGraceMs,
+      shutdownGraceMs,
     );
+    // Past the grace, settles and the listener's goodbye get SHUTDOWN_MARGIN_MS more; after
+    // that shutdown returns whatever the database does, and statements still waiting are given
+    // up (their rows keep the lease and are claimed again when it ends).
+    const deadline = delay(shutdownGraceMs + SHUTDOWN_MARGIN_MS);
     try {
-      await this.draining;
-      await Promise.all(this.settling);
+      await Promise.race([this.settleInFlight(), deadline.promise]);
     } finally {
       clearTimeout(grace);
-      await this.listener?.stop();
+      const left = shutdownGraceMs + SHUTDOWN_MARGIN_MS - (Date.now() - startedAt);
+      await Promise.race([this.listener?.stop(left), deadline.promise]);
+      deadline.cancel();
+      this.repository.abandonInFlight();
       this.current = 'stopped';
     }
+  }
+
+  private async settleInFlight(): Promise<void> {
+    await this.draining;
+    await Promise.all(this.settling);
   }
 
   private schedule(delayMs: number): void {
@@ -246,4 +265,13 @@ export class OutboxDispatcher
   private listenerClient(): ClientConfig {
     return listenerClientConfig(this.dataSource, this.options.listen.connectionString);
   }
+}
+
+/** A timer as a promise, with a way to cancel it so it does not keep the process alive. */
+function delay(ms: number): { promise: Promise<void>; cancel(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  const promise = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, Math.max(0, ms));
+  });
+  return { promise, cancel: () => clearTimeout(timer) };
 }

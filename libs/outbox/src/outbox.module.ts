@@ -22,6 +22,7 @@ import { OutboxPublisher } from './outbox.publisher';
 import { OutboxRelay } from './outbox.relay';
 import { OutboxRepository } from './outbox.repository';
 import { OutboxRetentionSweeper } from './outbox-retention.sweeper';
+import { OutboxShutdownHook } from './outbox-shutdown.hook';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS, OUTBOX_SCHEDULER } from './outbox.tokens';
 
 const providers: Provider[] = [
@@ -60,6 +61,7 @@ const providers: Provider[] = [
   OutboxDispatcher,
   OutboxHealthIndicator,
   OutboxRetentionSweeper,
+  OutboxShutdownHook,
 ];
 
 /**

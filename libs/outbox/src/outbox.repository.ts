@@ -67,6 +67,7 @@ interface ClaimedRow {
 export class OutboxRepository {
   readonly channel: string;
   private readonly bounds: StatementBounds;
+  private inFlight = new AbortController();
 
   constructor(
     private readonly dataSource: DataSource,
@@ -254,7 +255,11 @@ export class OutboxRepository {
    */
   async sweep(options: SweepOptions): Promise<OutboxResult<number>> {
     let total = 0;
-    for (let batch = 0; batch < (options.maxBatches ?? Infinity); batch++) {
+    for (
+      let batch = 0;
+      batch < (options.maxBatches ?? Infinity) && !options.signal?.aborted;
+      batch++
+    ) {
       const result = await this.own(
         'sweep',
         SQL.SWEEP_BATCH,
@@ -266,6 +271,18 @@ export class OutboxRepository {
       if (result.value < options.batchSize) break;
     }
     return ok(total);
+  }
+
+  /**
+   * Gives up on every statement of the repository's own still waiting for an answer, discarding
+   * their connections, so a shutdown out of time leaves no pool connection checked out (the
+   * DataSource could not close while one is). Their callers get a failed result; rows whose
+   * settle was lost keep their lease and are claimed again after it.
+   */
+  abandonInFlight(): void {
+    const current = this.inFlight;
+    this.inFlight = new AbortController();
+    current.abort();
   }
 
   /** One of the repository's own statements, bounded in time (see `runBounded`). */
@@ -283,7 +300,11 @@ export class OutboxRepository {
     }
     let rows: unknown[];
     try {
-      rows = await runBounded(this.dataSource, sql, parameters, { ...this.bounds, ...options });
+      rows = await runBounded(this.dataSource, sql, parameters, {
+        ...this.bounds,
+        ...options,
+        signal: this.inFlight.signal,
+      });
     } catch (err) {
       return fail(toStoreError(operation, err));
     }

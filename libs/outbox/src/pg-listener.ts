@@ -88,13 +88,16 @@ export class PgListener {
     return this.started;
   }
 
-  /** Stops probing and reconnecting and closes the client. Idempotent. */
-  stop(): Promise<void> {
-    this.stopping ??= this.shutdown();
+  /**
+   * Stops probing and reconnecting and closes the client, waiting at most `budgetMs` (default
+   * `queryTimeoutMs`) for a graceful goodbye. Idempotent.
+   */
+  stop(budgetMs = this.options.queryTimeoutMs): Promise<void> {
+    this.stopping ??= this.shutdown(Math.max(0, Math.min(budgetMs, this.options.queryTimeoutMs)));
     return this.stopping;
   }
 
-  private async shutdown(): Promise<void> {
+  private async shutdown(budgetMs: number): Promise<void> {
     const wasListening = this.current === 'listening';
     this.current = 'stopped';
     this.clearTimers();
@@ -102,7 +105,7 @@ export class PgListener {
     // Detached first: whatever the client emits from now on is stale, notifications included.
     this.client = null;
     if (client) {
-      if (wasListening) await this.endGracefully(client);
+      if (wasListening) await this.endGracefully(client, budgetMs);
       // A client still connecting is destroyed: pg's end() during connect never settles the
       // pending connect() promise, which would leave the attempt (and start()) hanging.
       else destroySocket(client);
@@ -229,10 +232,10 @@ export class PgListener {
    * A healthy connection says goodbye (Terminate) so the server ends the session at once. The
    * wait is bounded because end() on a half-open socket waits for a close that never comes.
    */
-  private async endGracefully(client: Client): Promise<void> {
+  private async endGracefully(client: Client, budgetMs: number): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, this.options.queryTimeoutMs);
+      timer = setTimeout(resolve, budgetMs);
     });
     try {
       await Promise.race([client.end().catch(() => undefined), deadline]);

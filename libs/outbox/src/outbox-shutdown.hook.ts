@@ -1,0 +1,40 @@
+import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+import { ModulesContainer } from '@nestjs/core';
+import { OutboxDispatcher } from './outbox.dispatcher';
+
+/**
+ * Makes the dispatcher stop at the first shutdown hook Nest calls. The outbox module is global,
+ * and Nest destroys global modules last, so its own `onModuleDestroy` would come after every
+ * feature module had torn down the clients its handlers use, while handlers still started.
+ * Nest destroys the root module first and awaits it before any other, so a hook placed there
+ * stops claiming and lets running handlers finish (within the grace) while every other module
+ * is still intact. Where that is not possible the dispatcher's own hooks still stop it, later.
+ */
+@Injectable()
+export class OutboxShutdownHook implements OnApplicationBootstrap {
+  private readonly logger = new Logger('Outbox');
+
+  constructor(
+    private readonly modules: ModulesContainer,
+    private readonly dispatcher: OutboxDispatcher,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    const root = [...this.modules.values()]
+      .filter((module) => !module.isGlobal)
+      .sort((a, b) => a.distance - b.distance)[0];
+    if (!root) return;
+    try {
+      root.addProvider({
+        // One per dispatcher, so two outbox modules in one app each get theirs.
+        provide: Symbol('outbox-shutdown-hook'),
+        useValue: { onModuleDestroy: () => this.dispatcher.stop() },
+      });
+    } catch (error) {
+      this.logger.warn(
+        `Could not hook the outbox into the first shutdown step (${String(error)}); it stops ` +
+          `when its own module is destroyed`,
+      );
+    }
+  }
+}
