@@ -527,6 +527,26 @@ describe('outbox lease proof', () => {
     expect((await sqlNow()).getTime()).toBeGreaterThanOrEqual(deadAt.getTime() + deadRetryMs);
   });
 
+  it('12b. dead replays get half the batch at most while live rows wait, none of a claim of one, and whatever live rows leave', async () => {
+    const deadIds = await enqueue(...Array.from({ length: 4 }, () => event({ type: 'dead.one' })));
+    await sql.query(
+      `UPDATE outbox_event SET dead_at = now() - interval '2 hours', attempts = 3 WHERE id = ANY ($1)`,
+      [deadIds],
+    );
+    const liveIds = await enqueue(...Array.from({ length: 4 }, () => event()));
+    const kinds = (records: OutboxRecord[]) => ({
+      dead: records.filter((r) => deadIds.includes(r.id)).length,
+      live: records.filter((r) => liveIds.includes(r.id)).length,
+    });
+
+    // A claim of one takes live work, never a replay, while live work is due.
+    expect(kinds(await claim(1))).toEqual({ dead: 0, live: 1 });
+    // Of four: two replays (the reserved half), two live rows.
+    expect(kinds(await claim(4))).toEqual({ dead: 2, live: 2 });
+    // One live row left: it and the remaining replays, which take what live rows left unused.
+    expect(kinds(await claim(4))).toEqual({ dead: 2, live: 1 });
+  });
+
   it('13. a dead row delivered on replay counts as delivered and leaves the dead set', async () => {
     const [id] = await enqueue(event({ type: 'replayed' }));
     const [claimed] = await claim(10, { types: ['replayed'] });

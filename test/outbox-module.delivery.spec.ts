@@ -225,9 +225,11 @@ describe('OutboxModule delivery', () => {
 
   it('emit outside a transaction throws OutboxTransactionRequiredError and writes nothing', async () => {
     await expect(publisher.emit(paid())).rejects.toThrow(OutboxTransactionRequiredError);
-    await expect(publisher.emit(paid(), { manager: dataSource.manager })).rejects.toThrow(
-      'OutboxPublisher.emit must run inside a transaction',
-    );
+    const refusal = publisher.emit(paid(), { manager: dataSource.manager });
+    await expect(refusal).rejects.toThrow('OutboxPublisher.emit must run inside a transaction');
+    // The message names both ways in: an explicit manager and the ambient transaction.
+    await expect(refusal).rejects.toThrow(/dataSource\.transaction\(manager =>/);
+    await expect(refusal).rejects.toThrow(/@Transactional\(\) or txHost\.withTransaction/);
     expect((await sql.query('SELECT count(*)::int AS n FROM outbox_event')).rows[0].n).toBe(0);
   });
 

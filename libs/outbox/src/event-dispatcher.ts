@@ -77,11 +77,17 @@ export class EventDispatcher {
     }
   }
 
+  /** Every subscribed type (`'*'` included) with the names of its handlers. */
+  subscriptions(): Array<{ type: string; handlers: string[] }> {
+    return [...this.byType].map(([type, handlers]) => ({
+      type,
+      handlers: handlers.map((h) => h.name),
+    }));
+  }
+
   /** One line per subscribed type with its handlers, for the boot log. */
   describe(): string[] {
-    return [...this.byType].map(
-      ([type, handlers]) => `${type} -> ${handlers.map((h) => h.name).join(', ')}`,
-    );
+    return this.subscriptions().map(({ type, handlers }) => `${type} -> ${handlers.join(', ')}`);
   }
 
   /** Names of the handlers an event of this type goes to. */

@@ -1,4 +1,4 @@
-import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { EventDispatcher } from './event-dispatcher';
@@ -6,6 +6,9 @@ import { ScopedOutboxHandlerError, UnreachableOutboxHandlerError } from './outbo
 import type { OutboxHandlerFn } from './outbox-handler.types';
 import { OutboxMetadataAccessor } from './outbox-metadata.accessor';
 import type { OutboxHandlerMetadata } from './outbox.decorators';
+import { OutboxMessages } from './outbox.messages';
+import type { ResolvedOutboxOptions } from './outbox.options';
+import { OUTBOX_OPTIONS } from './outbox.tokens';
 
 type Prototype = Record<string, unknown>;
 
@@ -23,6 +26,7 @@ export class OutboxExplorer implements OnModuleInit {
     private readonly scanner: MetadataScanner,
     private readonly accessor: OutboxMetadataAccessor,
     private readonly dispatcher: EventDispatcher,
+    @Inject(OUTBOX_OPTIONS) private readonly options: Pick<ResolvedOutboxOptions, 'types'>,
   ) {}
 
   onModuleInit(): void {
@@ -37,6 +41,22 @@ export class OutboxExplorer implements OnModuleInit {
         ? 'No @OnOutboxEvent handler found: every event is marked delivered without running anything'
         : `Outbox handlers: ${summary.join('; ')}`,
     );
+    this.reportUnclaimedTypes();
+  }
+
+  /**
+   * With a `types` filter, this instance claims only those types: a handler here subscribed to
+   * another type never runs here (it runs wherever that type is claimed), which is worth saying
+   * at boot rather than finding out from a backlog. Dead announcements are the usual case.
+   */
+  private reportUnclaimedTypes(): void {
+    const { types } = this.options;
+    if (!types) return;
+    const claimed = new Set(types);
+    for (const { type, handlers } of this.dispatcher.subscriptions()) {
+      if (type === '*' || claimed.has(type)) continue;
+      this.logger.warn(OutboxMessages.unclaimedType(type, handlers, types));
+    }
   }
 
   private explore(wrapper: InstanceWrapper, explored: Set<unknown>): void {

@@ -3,9 +3,11 @@ import { scrubError } from './scrub-error';
 /** Every message the module raises, in one place so wording stays consistent. */
 export const OutboxMessages = {
   transactionRequired: (operation: string) =>
-    `${operation} must run inside a transaction: pass the EntityManager of an open TypeORM ` +
-    `transaction (dataSource.transaction(manager => ...)) so the event commits or rolls back ` +
-    `with your changes`,
+    `${operation} must run inside a transaction, so the event commits or rolls back with your ` +
+    `changes. Either pass the EntityManager of an open TypeORM transaction ` +
+    `(dataSource.transaction(manager => outbox.emit(event, { manager }))), or, with ` +
+    `@nestjs-cls/transactional and its TypeORM adapter, emit inside @Transactional() or ` +
+    `txHost.withTransaction(...)`,
   payloadNotSerializable: (eventType: string, path: string, reason: string) =>
     `Outbox event "${eventType}" is not JSON-serialisable: ${path} is ${reason}`,
   invalidEvent: (field: string, value: unknown, expected: string) =>
@@ -30,6 +32,10 @@ export const OutboxMessages = {
   unhandledType: (eventType: string) =>
     `Outbox event type "${eventType}" has no handler in this application: its events are marked ` +
     `delivered without running anything. Subscribe a handler to it, or stop emitting it`,
+  unclaimedType: (eventType: string, handlers: readonly string[], types: readonly string[]) =>
+    `Outbox handler(s) ${handlers.join(', ')} subscribe to "${eventType}", which this instance ` +
+    `never claims (types: ${types.join(', ')}); they run only on an instance whose types ` +
+    `include it or that has no types filter`,
   emptyHandlerEvents: (name: string, location: string, events: unknown) =>
     `Outbox handler "${name}" on ${location} subscribes to no event: events must be '*' or a ` +
     `non-empty list of event types, got ${describeValue(events)}`,

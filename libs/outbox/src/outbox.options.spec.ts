@@ -6,6 +6,8 @@ describe('resolveOutboxOptions', () => {
     expect(resolveOutboxOptions({})).toMatchObject({
       leaseMs: 60_000,
       handlerTimeoutMs: 10_000,
+      statementTimeoutMs: 5000,
+      lockTimeoutMs: 2000,
       batchSize: 100,
       concurrency: 20,
       maxAttempts: 10,
@@ -75,6 +77,30 @@ describe('resolveOutboxOptions', () => {
     expect(message).toContain('concurrency = 1.5: concurrency must be an integer number');
     expect(message).toContain('listen.channel = "Bad Channel!"');
     expect(message).toContain('leaseMS = 1: property leaseMS should not exist');
+  });
+
+  it('takes numbers and booleans written as text, as the environment gives them', () => {
+    const options = resolveOutboxOptions({
+      maxAttempts: '5',
+      leaseMs: ' 30000 ',
+      retry: { jitter: '0.5' },
+      listen: { enabled: 'false' },
+      autoStart: 'TRUE',
+    } as never);
+    expect(options).toMatchObject({
+      maxAttempts: 5,
+      leaseMs: 30_000,
+      retry: { jitter: 0.5 },
+      listen: { enabled: false },
+      autoStart: true,
+    });
+  });
+
+  it('says a number was expected for text that is not one', () => {
+    expect(() => resolveOutboxOptions({ maxAttempts: 'ten', autoStart: 'yes' } as never)).toThrow(
+      '  - maxAttempts = "ten": maxAttempts must be a number; text is taken only when it reads as one, such as "5"\n' +
+        '  - autoStart = "yes": autoStart must be a boolean value',
+    );
   });
 
   it('requires the lease to cover the handler budget plus settle headroom', () => {

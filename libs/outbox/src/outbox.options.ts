@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { plainToInstance, Type } from 'class-transformer';
+import { plainToInstance, Transform, Type } from 'class-transformer';
 import {
   ArrayNotEmpty,
   IsArray,
@@ -26,23 +26,42 @@ const DAY = 24 * HOUR;
 /** Node runs a timer with a longer delay after 1 ms, so no delay may exceed it. */
 const MAX_TIMER_MS = 2_147_483_647;
 
+const DECIMAL = /^\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?\s*$/i;
+
+/**
+ * Options often come from the environment (`forRootAsync` with ConfigService), where every value
+ * is text: a numeric text becomes its number; anything else is left for the validator to name.
+ */
+const NumberFromText = () =>
+  Transform(({ value }: { value: unknown }) =>
+    typeof value === 'string' && DECIMAL.test(value) ? Number(value) : value,
+  );
+
+/** `'true'` and `'false'` (any case) become booleans; anything else is left for the validator. */
+const BooleanFromText = () =>
+  Transform(({ value }: { value: unknown }) => {
+    if (typeof value !== 'string') return value;
+    const text = value.trim().toLowerCase();
+    return text === 'true' ? true : text === 'false' ? false : value;
+  });
+
 /** Time kept free at the end of a lease for settling, so handlers never use all of it. */
 export const LEASE_SETTLE_HEADROOM_MS = SECOND;
 
 /** Exponential backoff between attempts of a failed event. */
 export class OutboxRetryOptions {
   /** Delay before the second attempt; doubles with each further attempt. */
-  @IsInt() @Max(MAX_TIMER_MS) @Min(1) baseMs?: number = SECOND;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1) baseMs?: number = SECOND;
   /** Upper bound of the delay. */
-  @IsInt() @Max(MAX_TIMER_MS) @Min(1) maxMs?: number = 5 * MINUTE;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1) maxMs?: number = 5 * MINUTE;
   /** Fraction of the delay drawn at random (0 = none, 1 = anywhere between 0 and the delay). */
-  @IsNumber() @Min(0) @Max(1) jitter?: number = 0.2;
+  @NumberFromText() @IsNumber() @Min(0) @Max(1) jitter?: number = 0.2;
 }
 
 /** The dedicated LISTEN connection that wakes the dispatcher on every committed enqueue. */
 export class OutboxListenOptions {
   /** Off: the dispatcher relies on the due timer and the poll alone. */
-  @IsBoolean() enabled?: boolean = true;
+  @BooleanFromText() @IsBoolean() enabled?: boolean = true;
   @IsString() @Matches(/^[a-z_][a-z0-9_]{0,62}$/) channel?: string = DEFAULT_OUTBOX_CHANNEL;
   /**
    * Where to LISTEN when the TypeORM connection goes through a transaction pooler (PgBouncer
@@ -50,19 +69,19 @@ export class OutboxListenOptions {
    * DataSource's own settings.
    */
   @IsOptional() @IsString() @MinLength(1) connectionString?: string;
-  @IsInt() @Max(MAX_TIMER_MS) @Min(100) connectTimeoutMs?: number = 5 * SECOND;
-  @IsInt() @Max(MAX_TIMER_MS) @Min(100) queryTimeoutMs?: number = 5 * SECOND;
-  @IsInt() @Max(MAX_TIMER_MS) @Min(100) probeIntervalMs?: number = 15 * SECOND;
-  @IsInt() @Max(MAX_TIMER_MS) @Min(1) reconnectMinMs?: number = 250;
-  @IsInt() @Max(MAX_TIMER_MS) @Min(1) reconnectMaxMs?: number = 15 * SECOND;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(100) connectTimeoutMs?: number = 5 * SECOND;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(100) queryTimeoutMs?: number = 5 * SECOND;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(100) probeIntervalMs?: number = 15 * SECOND;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1) reconnectMinMs?: number = 250;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1) reconnectMaxMs?: number = 15 * SECOND;
 }
 
 /** Deletion of delivered rows after they have been kept for `retentionMs`. */
 export class OutboxRetentionOptions {
-  @IsBoolean() enabled?: boolean = true;
-  @IsInt() @Min(0) retentionMs?: number = 7 * DAY;
-  @IsInt() @Max(MAX_TIMER_MS) @Min(1000) sweepIntervalMs?: number = 10 * MINUTE;
-  @IsInt() @Min(1) @Max(100_000) batchSize?: number = 1000;
+  @BooleanFromText() @IsBoolean() enabled?: boolean = true;
+  @NumberFromText() @IsInt() @Min(0) retentionMs?: number = 7 * DAY;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1000) sweepIntervalMs?: number = 10 * MINUTE;
+  @NumberFromText() @IsInt() @Min(1) @Max(100_000) batchSize?: number = 1000;
 }
 
 /**
@@ -71,34 +90,34 @@ export class OutboxRetentionOptions {
  */
 export class OutboxModuleOptions {
   /** How long a claim holds an event; must cover the handler budget plus settle headroom. */
-  @IsInt() @Max(MAX_TIMER_MS) @Min(1000) leaseMs?: number = MINUTE;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1000) leaseMs?: number = MINUTE;
   /** The time budget of one handler run; its AbortSignal fires when it is spent. */
-  @IsInt() @Max(MAX_TIMER_MS) @Min(1) handlerTimeoutMs?: number = 10 * SECOND;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1) handlerTimeoutMs?: number = 10 * SECOND;
   /** Most events claimed per drain (further bounded by what the lease can process). */
-  @IsInt() @Min(1) @Max(10_000) batchSize?: number = 100;
+  @NumberFromText() @IsInt() @Min(1) @Max(10_000) batchSize?: number = 100;
   /** Events delivered at the same time by one instance. */
-  @IsInt() @Min(1) @Max(1000) concurrency?: number = 20;
+  @NumberFromText() @IsInt() @Min(1) @Max(1000) concurrency?: number = 20;
   /** Attempts before an event becomes dead and is announced with `outbox.event.dead`. */
-  @IsInt() @Min(1) maxAttempts?: number = 10;
+  @NumberFromText() @IsInt() @Min(1) maxAttempts?: number = 10;
   @ValidateNested() @Type(() => OutboxRetryOptions) retry?: OutboxRetryOptions =
     new OutboxRetryOptions();
   /** How long a dead event rests between replays. */
-  @IsInt() @Min(1000) deadRetryMs?: number = 6 * HOUR;
+  @NumberFromText() @IsInt() @Min(1000) deadRetryMs?: number = 6 * HOUR;
   /** Fallback wake when no notification arrives. */
-  @IsInt() @Max(MAX_TIMER_MS) @Min(10) pollIntervalMs?: number = 30 * SECOND;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(10) pollIntervalMs?: number = 30 * SECOND;
   /** Least pause after a drain that found nothing. */
-  @IsInt() @Max(MAX_TIMER_MS) @Min(0) idleFloorMs?: number = 50;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(0) idleFloorMs?: number = 50;
   /** Pause after a drain that failed (database unreachable, for example). */
-  @IsInt() @Max(MAX_TIMER_MS) @Min(1) failedDrainRetryMs?: number = 2 * SECOND;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1) failedDrainRetryMs?: number = 2 * SECOND;
   /**
    * `statement_timeout` of every statement the outbox runs on its own (claim, settle, release,
    * state, sweep); the client also stops waiting, and discards the connection, 1 s after it.
    */
-  @IsInt() @Max(MAX_TIMER_MS) @Min(100) statementTimeoutMs?: number = 5 * SECOND;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(100) statementTimeoutMs?: number = 5 * SECOND;
   /** `lock_timeout` of the same statements: a table lock held elsewhere fails them fast. */
-  @IsInt() @Max(MAX_TIMER_MS) @Min(10) lockTimeoutMs?: number = 2 * SECOND;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(10) lockTimeoutMs?: number = 2 * SECOND;
   /** How long shutdown waits for running handlers before abandoning them to their lease. */
-  @IsInt() @Max(MAX_TIMER_MS) @Min(0) shutdownGraceMs?: number = 10 * SECOND;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(0) shutdownGraceMs?: number = 10 * SECOND;
   @ValidateNested() @Type(() => OutboxListenOptions) listen?: OutboxListenOptions =
     new OutboxListenOptions();
   @ValidateNested() @Type(() => OutboxRetentionOptions) retention?: OutboxRetentionOptions =
@@ -111,7 +130,7 @@ export class OutboxModuleOptions {
   @MinLength(1, { each: true })
   types?: string[];
   /** Start the dispatcher at application bootstrap. Off for API-only pods and hand-drained tests. */
-  @IsBoolean() autoStart?: boolean = true;
+  @BooleanFromText() @IsBoolean() autoStart?: boolean = true;
 }
 
 type Resolved<T> = {
@@ -157,9 +176,19 @@ export interface OptionProblem {
 function flatten(error: ValidationError, parent: string): OptionProblem[] {
   const path = parent ? `${parent}.${error.property}` : error.property;
   const own = error.constraints
-    ? [{ path, value: error.value as unknown, messages: Object.values(error.constraints) }]
+    ? [{ path, value: error.value as unknown, messages: messagesOf(error, path) }]
     : [];
   return [...own, ...(error.children ?? []).flatMap((child) => flatten(child, path))];
+}
+
+/** Text where a number belongs gets one message that says so, not a list of range checks. */
+function messagesOf(error: ValidationError, path: string): string[] {
+  const constraints = error.constraints ?? {};
+  const numeric = 'isInt' in constraints || 'isNumber' in constraints;
+  if (numeric && typeof error.value === 'string') {
+    return [`${path} must be a number; text is taken only when it reads as one, such as "5"`];
+  }
+  return Object.values(constraints);
 }
 
 function crossFieldProblems(options: OutboxModuleOptions): OptionProblem[] {

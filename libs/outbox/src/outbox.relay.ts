@@ -7,7 +7,11 @@ import { claimLimit, type ResolvedOutboxOptions } from './outbox.options';
 import { OutboxRepository } from './outbox.repository';
 import { OUTBOX_OPTIONS } from './outbox.tokens';
 import { retryDelayMs } from './retry-backoff';
+import { RateLimitedLog } from './rate-limited-log';
 import { scrubError } from './scrub-error';
+
+/** Error text in a log line; the whole scrubbed text is in the row's `last_error`. */
+const LOGGED_ERROR_LENGTH = 500;
 
 export interface DrainSignals {
   /** Take no further record of the batch; records not started are released. */
@@ -52,6 +56,8 @@ export interface DrainReport {
 @Injectable()
 export class OutboxRelay {
   private readonly logger = new Logger('Outbox');
+  private readonly failureLog = new RateLimitedLog((line) => this.logger.warn(line));
+  private readonly deadLog = new RateLimitedLog((line) => this.logger.error(line));
   readonly limit: number;
 
   constructor(
@@ -126,9 +132,39 @@ export class OutboxRelay {
       // will run again, which their idempotency keys make harmless.
       else this.logger.warn(`Settling a drain failed: ${result.error.message}`);
     }
-    if (failedResult.ok) report.dead = failedResult.value.newlyDead.length;
+    if (failedResult.ok) {
+      report.dead = failedResult.value.newlyDead.length;
+      this.logFailures(batch.records, failed, new Set(failedResult.value.newlyDead));
+    }
     if (releaseResult.ok) report.released = releaseResult.value.settled.length;
     return report;
+  }
+
+  /** Failed handlers and newly dead events, scrubbed and rate-limited, so operators see them. */
+  private logFailures(
+    records: readonly OutboxRecord[],
+    failed: readonly FailedSettle[],
+    newlyDead: ReadonlySet<string>,
+  ): void {
+    const byId = new Map(records.map((record) => [record.id, record]));
+    for (const settle of failed) {
+      const record = byId.get(settle.id);
+      const what = `${record?.type ?? 'event'} ${settle.id}`;
+      const error = scrubError(settle.error, LOGGED_ERROR_LENGTH);
+      if (newlyDead.has(settle.id)) {
+        this.deadLog.log(
+          `Outbox event ${what} is dead after ${settle.attempts} attempts ` +
+            `(failed: ${settle.failedHandlers.join(', ')}); ${error}`,
+        );
+      } else if (record?.deadAt) {
+        this.failureLog.log(`Outbox replay of dead event ${what} failed again: ${error}`);
+      } else {
+        this.failureLog.log(
+          `Outbox event ${what} failed attempt ${settle.attempts} of ${this.options.maxAttempts}, ` +
+            `next in ${Math.round(settle.retryDelayMs)} ms: ${error}`,
+        );
+      }
+    }
   }
 
   private async deliverAll(

@@ -72,25 +72,28 @@ export const FIND_CONFLICTING = `
 `;
 
 /**
- * Leases due live rows and due dead rows in one statement. Dead rows take at most half the
- * batch; live rows fill the rest in claim order. Rows another relay holds are skipped, not
- * waited for.
+ * Leases due live rows and due dead rows in one statement. Dead replays have a reserved share
+ * of the batch (half of it, rounded down, so a claim of one row never goes to a replay while live
+ * work waits); live rows fill the rest in claim order, and dead rows may take what live rows left
+ * unused. Rows another relay holds are skipped, not waited for.
  *
  * The repository runs it with `synchronous_commit` off for its transaction only (see
  * `OutboxRepository.claim`).
  * $1 limit, $2 lease ms, $3 dead retry ms, $4 types (text[] or null).
  */
-export const CLAIM = `
-  WITH due_dead AS (
+const DUE_DEAD = `
     SELECT id
     FROM outbox_event
     WHERE dispatched_at IS NULL
       AND dead_at IS NOT NULL
       AND dead_at <= now() - make_interval(secs => $3 / 1000.0)
       AND (lease_expires_at IS NULL OR lease_expires_at <= now())
-      AND ($4::text[] IS NULL OR type = ANY ($4::text[]))
+      AND ($4::text[] IS NULL OR type = ANY ($4::text[]))`;
+
+export const CLAIM = `
+  WITH reserved_dead AS (${DUE_DEAD}
     ORDER BY dead_at, id
-    LIMIT ceil($1::int / 2.0)::int
+    LIMIT $1::int / 2
     FOR UPDATE SKIP LOCKED
   ),
   due_live AS (
@@ -102,7 +105,14 @@ export const CLAIM = `
       AND (lease_expires_at IS NULL OR lease_expires_at <= now())
       AND ($4::text[] IS NULL OR type = ANY ($4::text[]))
     ORDER BY occurred_at, id
-    LIMIT (SELECT $1::int - count(*) FROM due_dead)
+    LIMIT (SELECT $1::int - count(*) FROM reserved_dead)
+    FOR UPDATE SKIP LOCKED
+  ),
+  spare_dead AS (${DUE_DEAD}
+      AND id NOT IN (SELECT id FROM reserved_dead)
+    ORDER BY dead_at, id
+    LIMIT (SELECT $1::int - count(*) FROM (SELECT id FROM reserved_dead
+                                            UNION ALL SELECT id FROM due_live) AS taken)
     FOR UPDATE SKIP LOCKED
   ),
   claimed AS (
@@ -111,7 +121,9 @@ export const CLAIM = `
         lease_expires_at = now() + make_interval(secs => $2 / 1000.0)
     -- An id array rather than a join, so the update reaches its rows through the primary key
     -- instead of a hash join over the whole table.
-    WHERE e.id = ANY (ARRAY(SELECT id FROM due_dead UNION ALL SELECT id FROM due_live))
+    WHERE e.id = ANY (ARRAY(SELECT id FROM reserved_dead
+                            UNION ALL SELECT id FROM due_live
+                            UNION ALL SELECT id FROM spare_dead))
     RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
               e.payload, e.metadata, e.occurred_at, e.attempts, e.lease_expires_at,
               e.deliveries, e.dead_at, e.last_error

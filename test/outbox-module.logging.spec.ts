@@ -1,0 +1,95 @@
+import { Injectable, type INestApplication } from '@nestjs/common';
+import type { Client } from 'pg';
+import { DataSource } from 'typeorm';
+import {
+  OnOutboxEvent,
+  OUTBOX_EVENT_DEAD,
+  OutboxDispatcher,
+  OutboxPublisher,
+  type OutboxModuleOptions,
+} from '@app/outbox';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { createOutboxApp } from './support/outbox-app';
+import { LogCapture } from './support/log-capture';
+
+/** What an operator sees in the logs without SQL: failures, dead events, misrouted handlers. */
+
+const PLANTED = 'hunter2-planted';
+
+@Injectable()
+class FlakyDownstream {
+  @OnOutboxEvent('push-to-crm', { events: ['member.invited'] })
+  handle() {
+    throw new Error(
+      `CRM answered 500 for https://crm:${PLANTED}@crm.example/api password=${PLANTED}`,
+    );
+  }
+
+  @OnOutboxEvent('dead-alarm', { events: [OUTBOX_EVENT_DEAD] })
+  alarm() {}
+}
+
+let db: TestDatabase;
+let sql: Client;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  sql = await db.connect();
+});
+
+afterAll(async () => {
+  await db?.close();
+});
+
+async function start(logs: LogCapture, outbox: OutboxModuleOptions): Promise<INestApplication> {
+  return createOutboxApp({
+    url: db.url,
+    outbox: { autoStart: false, retention: { enabled: false }, ...outbox },
+    providers: [FlakyDownstream],
+    logger: logs,
+  });
+}
+
+describe('OutboxModule logs', () => {
+  it('logs each failed attempt and a newly dead event, scrubbed, and nothing planted in the error', async () => {
+    const logs = new LogCapture();
+    const app = await start(logs, { maxAttempts: 2, retry: { baseMs: 1, maxMs: 1, jitter: 0 } });
+    try {
+      const id = await app
+        .get(DataSource)
+        .transaction((manager) =>
+          app
+            .get(OutboxPublisher)
+            .emit(
+              { type: 'member.invited', aggregateType: 'member', aggregateId: 'm-1', payload: {} },
+              { manager },
+            ),
+        );
+      const dispatcher = app.get(OutboxDispatcher);
+      await dispatcher.drainOnce();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      await dispatcher.drainOnce();
+
+      const failures = logs.matching('warn', `member.invited ${id} failed attempt 1 of 2`);
+      expect(failures).toHaveLength(1);
+      expect(failures[0].message).toContain('push-to-crm: Error: CRM answered 500');
+      const dead = logs.matching('error', `member.invited ${id} is dead after 2 attempts`);
+      expect(dead).toHaveLength(1);
+      expect(dead[0].message).toContain('(failed: push-to-crm)');
+      expect(JSON.stringify(logs.lines)).not.toContain(PLANTED);
+    } finally {
+      await app.close();
+      await sql.query('TRUNCATE outbox_event');
+    }
+  });
+
+  it('warns at boot about handlers subscribed to a type the types filter never claims', async () => {
+    const logs = new LogCapture();
+    const app = await start(logs, { types: ['member.invited'] });
+    await app.close();
+    const warnings = logs.matching('warn', 'which this instance never claims');
+    expect(warnings.map((w) => w.message)).toEqual([
+      expect.stringContaining(`dead-alarm subscribe to "${OUTBOX_EVENT_DEAD}"`),
+    ]);
+  });
+});
