@@ -15,6 +15,7 @@ module.exports = {
   },
   modulePathIgnorePatterns: ['<rootDir>/libs/outbox/dist'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
+  setupFilesAfterEnv: ['<rootDir>/test/support/log-guard.setup.ts'],
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   testTimeout: 60_000,
 };

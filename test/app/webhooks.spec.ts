@@ -7,6 +7,7 @@ import { forceRedelivery, waitUntilDelivered } from '../support/redelivery';
 import { createReferenceApp } from '../support/reference-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { WebhookReceiver } from '../support/webhook-receiver';
+import { capturedLineCount, leakedLines, plantSecret } from '../support/log-guard';
 import { WebhookDeliveryRepository } from '../../apps/reference/src/webhooks/webhook-delivery.repository';
 
 /**
@@ -61,7 +62,7 @@ async function registerEndpoint(
     .post(`/organizations/${organizationId}/webhooks`)
     .send({ url: receiver.url(path), events })
     .expect(201);
-  receiver.trust(path, res.body.secret);
+  receiver.trust(path, plantSecret(res.body.secret));
   return res.body;
 }
 
@@ -122,6 +123,25 @@ async function occurredAt(eventId: string): Promise<string> {
 }
 
 describe('webhook endpoints', () => {
+  it('a database failure is a 500 whose log line holds neither the request nor the generated secret', async () => {
+    const organizationId = await createOrganization('Leaky');
+    const token = plantSecret(`tok-${randomUUID()}`);
+    const before = capturedLineCount();
+    await sql.query('ALTER TABLE webhook_endpoint RENAME TO webhook_endpoint_away');
+    try {
+      const res = await http()
+        .post(`/organizations/${organizationId}/webhooks`)
+        .send({ url: `https://hooks.example/in?token=${token}`, events: ['member.invited'] });
+      expect(res.status).toBe(500);
+      expect(JSON.stringify(res.body)).not.toContain(token);
+    } finally {
+      await sql.query('ALTER TABLE webhook_endpoint_away RENAME TO webhook_endpoint');
+    }
+    // The failure was logged (the guard saw it), without the secret or the query's parameters.
+    expect(capturedLineCount()).toBeGreaterThan(before);
+    expect(leakedLines()).toEqual([]);
+  });
+
   it('registering returns the id, url, events and a whsec_ secret shown only there', async () => {
     const organizationId = await createOrganization('Regist');
     const res = await http()

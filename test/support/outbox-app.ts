@@ -8,6 +8,7 @@ import type {
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { OUTBOX_ENTITIES, OutboxModule, type OutboxModuleOptions } from '@app/outbox';
+import { GuardedLogger } from './log-guard';
 
 export interface OutboxAppOptions {
   /** Connection string of the test database. */
@@ -19,7 +20,7 @@ export interface OutboxAppOptions {
   providers?: Provider[];
   controllers?: Type[];
   imports?: Array<Type | DynamicModule | Promise<DynamicModule>>;
-  /** Receives what the app logs (silent otherwise, unless OUTBOX_TEST_LOG is set). */
+  /** Receives what the app logs (the log guard otherwise; printed with OUTBOX_TEST_LOG set). */
   logger?: LoggerService;
 }
 
@@ -45,7 +46,8 @@ export async function createOutboxApp(options: OutboxAppOptions): Promise<INestA
     controllers: options.controllers ?? [],
   }).compile();
   const app = moduleRef.createNestApplication({
-    logger: options.logger ?? (process.env.OUTBOX_TEST_LOG ? undefined : false),
+    // Into the log guard by default, so every suite proves no planted secret is logged.
+    logger: options.logger ?? new GuardedLogger(),
   });
   return initOrClose(app);
 }

@@ -2,6 +2,7 @@ import type { INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { AppModule } from '../../apps/reference/src/app.module';
 import { configureApp } from '../../apps/reference/src/app.setup';
+import { GuardedLogger } from './log-guard';
 import { initOrClose } from './outbox-app';
 
 /**
@@ -28,8 +29,7 @@ export async function createReferenceApp(
       }),
     ],
   }).compile();
-  const app = configureApp(
-    moduleRef.createNestApplication({ logger: process.env.OUTBOX_TEST_LOG ? undefined : false }),
-  );
+  // Logging on, into the guard: the tests prove that no secret they planted is ever logged.
+  const app = configureApp(moduleRef.createNestApplication({ logger: new GuardedLogger() }));
   return initOrClose(app);
 }

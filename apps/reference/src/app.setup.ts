@@ -1,5 +1,7 @@
 import { ValidationPipe, type INestApplication } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
+import { ScrubbingExceptionFilter } from './common/scrubbing-exception.filter';
 import { refuseUnstorableInput } from './common/unstorable-input';
 
 /** What main.ts and the tests both apply to the app, so tests exercise what users run. */
@@ -13,5 +15,6 @@ export function configureApp(app: INestApplication): INestApplication {
   app.useGlobalPipes(
     new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }),
   );
+  app.useGlobalFilters(new ScrubbingExceptionFilter(app.get(HttpAdapterHost)));
   return app;
 }
