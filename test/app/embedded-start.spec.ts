@@ -13,6 +13,7 @@ import {
   isAlive,
   livePostmaster,
   NpmStart,
+  postCreated,
   processGroupOf,
   sleep,
   stopPostgresIn,
@@ -131,16 +132,6 @@ async function status(url: string): Promise<number | undefined> {
   }
 }
 
-async function post(base: string, path: string, body: unknown): Promise<any> {
-  const res = await fetch(`${base}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  if (res.status !== 201) throw new Error(`${path} answered ${res.status}: ${await res.text()}`);
-  return res.json();
-}
-
 async function embeddedSql<T>(query: (sql: Client) => Promise<T>): Promise<T> {
   const sql = new Client({
     connectionString: `postgres://postgres:outbox-local@127.0.0.1:${pgPort}/outbox_reference`,
@@ -177,12 +168,15 @@ describe('npm start on the embedded PostgreSQL', () => {
       expect(second.output).not.toContain('undefined');
       expect(await isAlive(postmaster!)).toBe(true);
 
-      const org = await post(base, '/organizations', { name: 'Acme', adminEmail: 'ada@acme.test' });
-      await post(base, `/organizations/${org.id}/webhooks`, {
+      const org = await postCreated(base, '/organizations', {
+        name: 'Acme',
+        adminEmail: 'ada@acme.test',
+      });
+      await postCreated(base, `/organizations/${org.id}/webhooks`, {
         url: receiver.url,
         events: ['member.invited'],
       });
-      const invite = await post(base, `/organizations/${org.id}/members`, {
+      const invite = await postCreated(base, `/organizations/${org.id}/members`, {
         email: 'bob@acme.test',
         role: 'member',
       });

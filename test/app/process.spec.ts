@@ -5,6 +5,7 @@ import { resolve } from 'node:path';
 import type { Client } from 'pg';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { findFreePort } from '../support/free-port';
+import { postCreated } from '../support/app-process';
 import { eventually } from '../support/outbox-app';
 
 /**
@@ -82,16 +83,6 @@ async function health(base: string): Promise<{ status: number; body: any } | und
   }
 }
 
-async function post(base: string, path: string, body: unknown): Promise<any> {
-  const res = await fetch(`${base}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  if (res.status !== 201) throw new Error(`${path} answered ${res.status}: ${await res.text()}`);
-  return res.json();
-}
-
 describe('reference app process', () => {
   it('answers /health up, reports down after SIGTERM, finishes its in-flight webhook and exits within the grace', async () => {
     const hookUrl = await startHoldingReceiver();
@@ -112,12 +103,15 @@ describe('reference app process', () => {
     expect(up!.body.info.database).toEqual({ status: 'up' });
     expect(output.join('')).toContain(`Reference app listening on ${base}`);
 
-    const org = await post(base, '/organizations', { name: 'Acme', adminEmail: 'ada@acme.test' });
-    await post(base, `/organizations/${org.id}/webhooks`, {
+    const org = await postCreated(base, '/organizations', {
+      name: 'Acme',
+      adminEmail: 'ada@acme.test',
+    });
+    await postCreated(base, `/organizations/${org.id}/webhooks`, {
       url: hookUrl,
       events: ['member.invited'],
     });
-    const invite = await post(base, `/organizations/${org.id}/members`, {
+    const invite = await postCreated(base, `/organizations/${org.id}/members`, {
       email: 'bob@acme.test',
       role: 'member',
     });

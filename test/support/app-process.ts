@@ -150,3 +150,14 @@ export async function gone(pid: number, timeoutMs = 10_000): Promise<boolean> {
 export function sleep(ms: number): Promise<void> {
   return new Promise((done) => setTimeout(done, ms));
 }
+
+/** POSTs JSON to a running app and returns the body of its 201; anything else throws. */
+export async function postCreated(base: string, path: string, body: unknown): Promise<any> {
+  const res = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  if (res.status !== 201) throw new Error(`${path} answered ${res.status}: ${await res.text()}`);
+  return res.json();
+}
