@@ -172,6 +172,16 @@ describe('outbox lease proof', () => {
       { id: other, duplicate: true },
     ]);
 
+    // An id given in capitals is the same id; a JSON null payload repeated is no conflict.
+    const upper = randomUUID().toUpperCase();
+    await expect(enqueueDetailed(event({ id: upper, payload: null }))).resolves.toEqual([
+      { id: upper.toLowerCase(), duplicate: false },
+    ]);
+    await expect(enqueueDetailed(event({ id: upper, payload: null }))).resolves.toEqual([
+      { id: upper.toLowerCase(), duplicate: true },
+    ]);
+    await sql.query('DELETE FROM outbox_event WHERE id = $1', [upper.toLowerCase()]);
+
     const conflict = enqueue(event({ id, payload: { version: 2 } }));
     await expect(conflict).rejects.toBeInstanceOf(OutboxEventConflictError);
     await expect(conflict).rejects.toMatchObject({ eventId: id, storedType: 'invoice.paid' });
@@ -666,7 +676,8 @@ describe('outbox lease proof', () => {
     expect(state).toMatchObject({ due: 1, retrying: 1, inFlight: 1, overdue: 1, dead: 1 });
     expect(state.nextDueInMs).toBe(0);
     expect(state.oldestDueWaitMs).toBeGreaterThanOrEqual(180_000);
-    expect(state.oldestDueWaitMs).toBeLessThan(181_000);
+    // Loose above: the UPDATE and this read are separate statements on a possibly loaded machine.
+    expect(state.oldestDueWaitMs).toBeLessThan(240_000);
   });
 
   it('17. the sweep removes delivered rows past the cutoff and keeps newer delivered, live and dead rows', async () => {

@@ -74,11 +74,40 @@ describe('OutboxRepository statement bounds', () => {
     }
   });
 
+  it('an exhausted pool is a typed failure that says nothing was sent, and the connection is not wasted', async () => {
+    const small = new DataSource({
+      type: 'postgres',
+      url: db.url,
+      entities: [...OUTBOX_ENTITIES],
+      poolSize: 1,
+    });
+    await small.initialize();
+    const holder = small.createQueryRunner();
+    try {
+      await holder.connect();
+      const repo = new OutboxRepository(small, { statementTimeoutMs: 200 });
+      const result = await repo.claim(claimOptions);
+      expect(result).toMatchObject({
+        ok: false,
+        error: {
+          message: 'Outbox claim failed: no free pool connection within 1200 ms; nothing was sent',
+        },
+      });
+      await holder.release();
+      await expect(repo.claim(claimOptions)).resolves.toMatchObject({ ok: true, value: [] });
+    } finally {
+      await holder.release();
+      await small.destroy();
+    }
+  });
+
   describe('through a connection that stops answering', () => {
     let proxy: TcpProxy;
     let proxied: DataSource;
 
-    beforeAll(async () => {
+    // A proxy and a one-connection DataSource through it per test, so each test knows which
+    // connection its statements use.
+    beforeEach(async () => {
       const target = new URL(db.url);
       proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
       const url = new URL(db.url);
@@ -87,14 +116,67 @@ describe('OutboxRepository statement bounds', () => {
         type: 'postgres',
         url: url.toString(),
         entities: [...OUTBOX_ENTITIES],
-        poolSize: 2,
+        poolSize: 1,
       });
       await proxied.initialize();
     });
 
-    afterAll(async () => {
+    afterEach(async () => {
       await proxied?.destroy();
       await proxy?.close();
+    });
+
+    it('a connection reset mid-statement is a typed failure, not a crash, and the next statement gets a fresh connection', async () => {
+      const repo = new OutboxRepository(proxied, { statementTimeoutMs: 30_000 });
+      await sql.query(
+        `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, attempts)
+         VALUES ('00000000-0000-7000-8000-0000000000a1', 't', 'a', '1', '{}', 1)`,
+      );
+      const locker = await db.connect();
+      await locker.query('BEGIN');
+      await locker.query(`SELECT 1 FROM outbox_event FOR UPDATE`);
+      try {
+        // The settle waits on the row lock, so it is in flight when the connection is reset.
+        const settling = repo.markDelivered([
+          { id: '00000000-0000-7000-8000-0000000000a1', attempts: 1, handlers: ['h'] },
+        ]);
+        await eventually('the settle waits on the lock', async () => {
+          const { rows } = await sql.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'`,
+          );
+          return rows[0].n > 0;
+        });
+        proxy.reset();
+        const result = await settling;
+        expect(result.ok).toBe(false);
+      } finally {
+        await locker.query('ROLLBACK');
+        await locker.end();
+        await sql.query('TRUNCATE outbox_event');
+      }
+      await expect(repo.claim(claimOptions)).resolves.toMatchObject({ ok: true, value: [] });
+    });
+
+    it('a server error (lock timeout) rolls back and keeps the connection; it is not replaced', async () => {
+      const repo = new OutboxRepository(proxied, { lockTimeoutMs: 100 });
+      await expect(repo.claim(claimOptions)).resolves.toMatchObject({ ok: true });
+      const connectionsBefore = proxy.connections.length;
+      const locker = await db.connect();
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE outbox_event IN ACCESS EXCLUSIVE MODE');
+      try {
+        for (let i = 0; i < 3; i++) {
+          await expect(repo.claim(claimOptions)).resolves.toMatchObject({
+            ok: false,
+            error: { code: '55P03' },
+          });
+        }
+      } finally {
+        await locker.query('ROLLBACK');
+        await locker.end();
+      }
+      await expect(repo.claim(claimOptions)).resolves.toMatchObject({ ok: true });
+      expect(proxy.connections.length).toBe(connectionsBefore);
     });
 
     it('returns a typed failure once the client deadline passes, discards the connection, and works again on a fresh one', async () => {

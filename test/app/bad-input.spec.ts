@@ -179,3 +179,14 @@ function routePath(route: string): string {
   if (route === '/pay') return `/organizations/${organizationId}/invoices/${invoiceId}/pay`;
   return `/organizations/${organizationId}${route}`;
 }
+
+describe('the reference app and body parser refusals', () => {
+  it('answers a body over the size limit with 413, not 500', async () => {
+    const res = await http()
+      .post('/organizations')
+      .set('content-type', 'application/json')
+      .send(JSON.stringify({ name: 'x'.repeat(200_000), adminEmail: 'a@b.test' }));
+    expect(res.status).toBe(413);
+    expect(res.body).toEqual({ statusCode: 413, message: 'request entity too large' });
+  });
+});

@@ -28,6 +28,8 @@ export interface TcpProxy {
    * is closed and no close is passed on. New connections are not affected.
    */
   blackhole(): void;
+  /** Resets every open connection (a TCP RST both ways), as a dropped NAT entry or failover does. */
+  reset(): void;
   /** Destroys every socket and stops listening. */
   close(): Promise<void>;
 }
@@ -99,6 +101,9 @@ export async function startTcpProxy(
     },
     blackhole() {
       for (const link of links) link.blackholed = true;
+    },
+    reset() {
+      for (const socket of sockets) socket.resetAndDestroy();
     },
     async close() {
       for (const socket of sockets) socket.destroy();

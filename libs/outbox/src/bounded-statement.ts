@@ -1,6 +1,8 @@
 /** The parts of a pg client and of TypeORM's PostgreSQL driver this module relies on. */
 interface PgClient {
   query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
+  on?(event: 'error', listener: (error: Error) => void): unknown;
+  removeListener?(event: 'error', listener: (error: Error) => void): unknown;
   connection?: { stream?: { destroy(): void } };
 }
 type Release = (error?: Error) => void;
@@ -34,6 +36,14 @@ export class StatementDeadlineError extends Error {
   }
 }
 
+/** No pool connection became free in time (the app's pool is exhausted); nothing was sent. */
+export class PoolWaitError extends Error {
+  constructor(readonly deadlineMs: number) {
+    super(`no free pool connection within ${deadlineMs} ms; nothing was sent`);
+    this.name = 'PoolWaitError';
+  }
+}
+
 /**
  * Whether `value` looks like a TypeORM DataSource on PostgreSQL. Checked by shape, not with
  * `instanceof`, so a second copy of typeorm in node_modules (npm link, some pnpm layouts) works.
@@ -48,51 +58,113 @@ export function hasPoolDriver(value: unknown): value is { driver: PoolDriver } {
  * DataSource, with a statement and a lock timeout set for that transaction only (`SET LOCAL`, so
  * nothing leaks to the app's queries on the same connection, and it works behind a transaction
  * pooler). The server enforces those; the client deadline covers what the server cannot: a dead
- * or half-open connection, or a pool with no free connection. A connection that missed its
- * deadline or failed mid-transaction is destroyed rather than returned to the pool.
+ * or half-open connection. Waiting for a free pool connection has the same bound, counted apart.
+ * A connection the server answered with an error is rolled back and returned to the pool; one
+ * that missed its deadline or broke is destroyed instead.
  */
-export function runBounded(
+export async function runBounded(
   dataSource: { driver: PoolDriver },
   text: string,
   values: unknown[],
   bounds: StatementBounds,
 ): Promise<unknown[]> {
   const deadlineMs = bounds.statementTimeoutMs + CLIENT_DEADLINE_MARGIN_MS;
-  const acquired = dataSource.driver.obtainMasterConnection();
+  const [client, release] = await acquire(dataSource, deadlineMs, bounds.signal);
   return new Promise<unknown[]>((resolve, reject) => {
-    let done = false;
-    const finish = (outcome: () => void): boolean => {
-      if (done) return false;
-      done = true;
+    let settled = false;
+    let disposed = false;
+    const dispose = (error?: Error) => {
+      if (disposed) return;
+      disposed = true;
       clearTimeout(timer);
       bounds.signal?.removeEventListener('abort', onAbort);
+      client.removeListener?.('error', onSocketError);
+      if (error) discard(client, release, error);
+      else release();
+    };
+    const settle = (outcome: () => void) => {
+      if (settled) return;
+      settled = true;
       outcome();
-      return true;
     };
+    // Whatever the connection is doing now, it cannot be trusted with another statement.
     const giveUp = (error: Error) => {
-      if (!finish(() => reject(error))) return;
-      // Whatever the connection is doing now, it cannot be trusted with another statement.
-      acquired.then(([client, release]) => discard(client, release, error), ignore);
+      settle(() => reject(error));
+      dispose(error);
     };
-    const timer = setTimeout(() => giveUp(new StatementDeadlineError(deadlineMs)), deadlineMs);
+    // pg-pool stops listening for a checked-out client's errors: without a listener of ours, a
+    // connection reset mid-statement would be an uncaught 'error' event.
+    const onSocketError = (error: Error) => giveUp(error);
     const onAbort = () => giveUp(new Error('abandoned: the outbox is shutting down'));
+    const timer = setTimeout(() => giveUp(new StatementDeadlineError(deadlineMs)), deadlineMs);
+    client.on?.('error', onSocketError);
     if (bounds.signal?.aborted) onAbort();
     bounds.signal?.addEventListener('abort', onAbort, { once: true });
-    acquired.then(
-      async ([client, release]) => {
-        if (done) return; // the deadline passed while waiting for a connection
+
+    void (async () => {
+      try {
+        await client.query(prelude(bounds));
+        const { rows } = await client.query(text, values);
+        await client.query('COMMIT');
+        settle(() => resolve(rows));
+        dispose();
+      } catch (error) {
+        const failure = asError(error);
+        settle(() => reject(failure));
+        if (disposed) return;
+        // The server answered (a lock or statement timeout, a constraint): the connection is
+        // sound once the transaction is rolled back. Anything else broke the connection.
+        if (typeof (error as { code?: unknown }).code !== 'string') return dispose(failure);
         try {
-          await client.query(prelude(bounds));
-          const { rows } = await client.query(text, values);
-          await client.query('COMMIT');
-          if (finish(() => resolve(rows))) release();
-        } catch (error) {
-          // An aborted transaction or a broken socket: either way, not a connection to reuse.
-          const failure = asError(error);
-          if (finish(() => reject(failure))) discard(client, release, failure);
+          await client.query('ROLLBACK');
+          dispose();
+        } catch (rollbackError) {
+          dispose(asError(rollbackError));
         }
+      }
+    })();
+  });
+}
+
+/**
+ * A pool connection within `deadlineMs`. One that arrives after the caller gave up has run
+ * nothing, so it goes straight back to the pool.
+ */
+function acquire(
+  dataSource: { driver: PoolDriver },
+  deadlineMs: number,
+  signal: AbortSignal | undefined,
+): Promise<[PgClient, Release]> {
+  const acquired = dataSource.driver.obtainMasterConnection();
+  return new Promise((resolve, reject) => {
+    let waiting = true;
+    const stopWaiting = (error: Error) => {
+      if (!waiting) return;
+      waiting = false;
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      reject(error);
+      acquired.then(([, release]) => release(), ignore);
+    };
+    const onAbort = () => stopWaiting(new Error('abandoned: the outbox is shutting down'));
+    const timer = setTimeout(() => stopWaiting(new PoolWaitError(deadlineMs)), deadlineMs);
+    if (signal?.aborted) onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    acquired.then(
+      (connection) => {
+        if (!waiting) return;
+        waiting = false;
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        resolve(connection);
       },
-      (error: unknown) => finish(() => reject(asError(error))),
+      (error: unknown) => {
+        if (!waiting) return;
+        waiting = false;
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        reject(asError(error));
+      },
     );
   });
 }
@@ -109,6 +181,8 @@ function prelude({ statementTimeoutMs, lockTimeoutMs, asyncCommit }: StatementBo
 }
 
 function discard(client: PgClient, release: Release, error: Error): void {
+  // A dying socket may still report an error; nobody else listens any more.
+  client.on?.('error', ignore);
   client.connection?.stream?.destroy();
   release(error);
 }

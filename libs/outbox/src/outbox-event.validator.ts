@@ -31,6 +31,8 @@ export function toOutboxRow(event: NewOutboxEvent): OutboxRow {
   if (typeof id !== 'string' || !UUID.test(id)) {
     throw new InvalidOutboxEventError('id', id, 'a UUID');
   }
+  // PostgreSQL returns uuids in lowercase; the caller gets back the id handlers will see.
+  const canonicalId = id.toLowerCase();
   const metadata = event.metadata ?? {};
   if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
     throw new InvalidOutboxEventError('metadata', metadata, 'a JSON object');
@@ -38,7 +40,7 @@ export function toOutboxRow(event: NewOutboxEvent): OutboxRow {
   assertJson(type, 'payload', event.payload);
   assertJson(type, 'metadata', metadata);
   return {
-    id,
+    id: canonicalId,
     type,
     aggregate_type: requireText('aggregateType', event.aggregateType),
     aggregate_id: requireText('aggregateId', event.aggregateId),

@@ -21,8 +21,9 @@ import { scrubError } from './scrub-error';
 const MAX_SETTLING = 2;
 
 /**
- * How long shutdown goes on past `shutdownGraceMs` at most: time for the last settles and the
- * listener's goodbye. `app.close()` returns within the grace plus this, whatever the database does.
+ * How long the dispatcher's shutdown goes on past `shutdownGraceMs` at most: time for the last
+ * settles and the listener's goodbye. Its stop returns within the grace plus this, whatever the
+ * database does, and leaves no pool connection checked out.
  */
 export const SHUTDOWN_MARGIN_MS = 1000;
 
@@ -98,6 +99,8 @@ export class OutboxDispatcher
   async start(): Promise<void> {
     if (this.current === 'running' || this.current === 'stopping') return;
     this.current = 'running';
+    // A drain a shutdown out of time left behind plans nothing when it ends: ask it to.
+    if (this.draining) this.wokenWhileDraining = true;
     this.stopping = undefined;
     this.startedAt = new Date();
     this.stopController = new AbortController();

@@ -1,5 +1,6 @@
 /**
- * Every statement the outbox runs. Each one is a single round trip; times come from the
+ * Every statement the outbox runs. Each is one statement (the repository wraps its own in a
+ * short transaction that sets their timeouts, see `runBounded`); times come from the
  * database clock (`now()`), never from the Node process. Batches travel as one JSON document
  * expanded with `jsonb_to_recordset`, so a statement's shape does not depend on batch size.
  *
@@ -60,15 +61,15 @@ export function enqueueStatement(rows: number): string {
  */
 export const FIND_CONFLICTING = `
   SELECT e.id, e.type
-  FROM jsonb_to_recordset($1::jsonb) AS s(
-    id uuid, type text, aggregate_type text, aggregate_id text,
-    organization_id text, request_id text, payload jsonb, metadata jsonb)
-  JOIN outbox_event AS e ON e.id = s.id
+  FROM jsonb_array_elements($1::jsonb) AS s(doc)
+  JOIN outbox_event AS e ON e.id = (s.doc->>'id')::uuid
+  -- '->' keeps a JSON null payload as jsonb 'null', as it is stored; a record expansion would
+  -- turn it into SQL NULL and call an identical event a conflict.
   WHERE (e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
          e.payload, e.metadata)
         IS DISTINCT FROM
-        (s.type, s.aggregate_type, s.aggregate_id, s.organization_id, s.request_id,
-         s.payload, s.metadata)
+        (s.doc->>'type', s.doc->>'aggregate_type', s.doc->>'aggregate_id',
+         s.doc->>'organization_id', s.doc->>'request_id', s.doc->'payload', s.doc->'metadata')
 `;
 
 /**

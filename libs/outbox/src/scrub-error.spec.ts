@@ -16,6 +16,14 @@ describe('scrubError', () => {
     ['X-Api-Key: key-abcdef-123', 'key-abcdef-123'],
     ['headers {"authorization":"Basic dXNlcjpwYXNz"}', 'dXNlcjpwYXNz'],
     ['sent with bearer AbCdEf0123456789', 'AbCdEf0123456789'],
+    ['secret_key=sk-abc123', 'sk-abc123'],
+    ['SECRET_KEY: "flask-secret-value"', 'flask-secret-value'],
+    ['aws_secret_access_key=wJalrXUtnFEMI/K7MDENG', 'wJalrXUtnFEMI/K7MDENG'],
+    ['access_key=AK-123-456', 'AK-123-456'],
+    ['{"encryption_key":"enc-998877"}', 'enc-998877'],
+    ['{"clientKey":"ck-445566"}', 'ck-445566'],
+    ['credentials=user:pw-5544', 'pw-5544'],
+    ['auth: Basic dXNlcjpwYXNzd29yZA==', 'dXNlcjpwYXNzd29yZA=='],
   ])('removes the secret from %j', (input, secret) => {
     const scrubbed = scrubError(new Error(input));
     expect(scrubbed).not.toContain(secret);

@@ -38,8 +38,10 @@ const SECRET_NAMES = [
   'passphrase',
   'secret',
   'token',
-  'api[_-]?key',
-  'private[_-]?key',
+  // Any longer name ending in key: api_key, secret_key, aws_secret_access_key, clientKey; a bare
+  // `key` is too common (a cache key) outside a query string, where it has a rule of its own.
+  String.raw`\w[_-]?key`,
+  'credentials?',
   'session[_-]?id',
   'signature',
 ].join('|');
@@ -88,7 +90,7 @@ const SET_COOKIE_ATTRIBUTE = /^(?:path|domain|expires|max-age|samesite|priority)
 // A known scheme is kept; without one the credential may be two words (an unknown scheme and
 // its value), and losing a word of prose is better than leaking half a credential.
 const AUTHORIZATION_HEADER = new RegExp(
-  String.raw`${NAME_START}([\w-]*?authorization${SEPARATOR}\\?["']?)` +
+  String.raw`${NAME_START}([\w-]*?auth(?:orization)?${SEPARATOR}\\?["']?)` +
     String.raw`(?:((?:${AUTH_SCHEMES})[ \t]+)[^\s"',;\\]+|[^\s"',;\\]+(?:[ \t]+[^\s"',;\\]+)?)`,
   'gi',
 );

@@ -27,6 +27,11 @@ export class ScrubbingExceptionFilter implements ExceptionFilter {
       httpAdapter.reply(response, exception.getResponse(), exception.getStatus());
       return;
     }
+    const clientError = asClientError(exception);
+    if (clientError) {
+      httpAdapter.reply(response, clientError, clientError.statusCode);
+      return;
+    }
     this.logger.error(`${scrubError(exception)}${stackFrames(exception)}`);
     httpAdapter.reply(
       response,
@@ -42,4 +47,18 @@ function stackFrames(exception: unknown): string {
   if (typeof stack !== 'string') return '';
   const frames = stack.split('\n').filter((line) => /^\s+at /.test(line));
   return frames.length > 0 ? `\n${frames.join('\n')}` : '';
+}
+
+/**
+ * Errors the body parser raises for the client's mistakes (http-errors: too large, bad
+ * charset, aborted) carry their 4xx status and a message meant for the client.
+ */
+function asClientError(exception: unknown): { statusCode: number; message: string } | undefined {
+  const { status, expose, message } = (exception ?? {}) as {
+    status?: unknown;
+    expose?: unknown;
+    message?: unknown;
+  };
+  if (typeof status !== 'number' || status < 400 || status > 499 || expose !== true) return;
+  return { statusCode: status, message: typeof message === 'string' ? message : 'Bad request' };
 }
