@@ -1,0 +1,21 @@
+import type { Scenario } from '../support/scenario';
+import { halfOpenListen } from './half-open-listen';
+import { lockAndHang } from './lock-and-hang';
+import { pgRestart } from './pg-restart';
+import { poison } from './poison';
+import { sigkill } from './sigkill';
+import { sigterm } from './sigterm';
+import { terminateBackends } from './terminate-backends';
+import { throughput } from './throughput';
+
+/** In the order they run; `--only <name>` picks some. */
+export const SCENARIOS: Scenario[] = [
+  sigkill,
+  pgRestart,
+  terminateBackends,
+  halfOpenListen,
+  throughput,
+  poison,
+  sigterm,
+  lockAndHang,
+];

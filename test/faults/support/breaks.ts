@@ -1,0 +1,65 @@
+import { EventDispatcher, OutboxRepository } from '@app/outbox';
+
+/**
+ * Deliberate faults, off unless the runner is given `--break <mode>`, to show that the suite
+ * reports what it claims to detect. Library code is never edited: a mode either makes the
+ * worker's own handler misbehave or wraps a library method in this process only.
+ */
+export const BREAK_MODES = {
+  /** The handler adds its effect a second time for one event in ten: duplicate effects. */
+  'double-effect': 'a handler writes its effect twice for some events',
+  /** `fault-b` reports success without its effect for one event in ten: lost events. */
+  'skip-effect': 'a handler reports success without doing its effect for some events',
+  /** Every handler runs again on a retry, as if `deliveries` were not consulted. */
+  'ignore-deliveries': 'redelivery ignores the per-handler deliveries map',
+  /** The claim no longer skips leased rows, as if its lease condition were removed from the SQL. */
+  'no-lease-guard': 'the claim takes rows another worker still holds',
+} as const;
+
+export type BreakMode = keyof typeof BREAK_MODES;
+
+export function isBreakMode(mode: string): mode is BreakMode {
+  return Object.hasOwn(BREAK_MODES, mode);
+}
+
+/** One event in ten, picked by the random tail of its UUIDv7 so every worker agrees. */
+function sampled(eventId: string): boolean {
+  return Number.parseInt(eventId.slice(-2), 16) % 10 === 0;
+}
+
+export const breaks = {
+  doubleEffect: (mode: string | undefined, eventId: string) =>
+    mode === 'double-effect' && sampled(eventId),
+  skipEffect: (mode: string | undefined, handler: string, eventId: string) =>
+    mode === 'skip-effect' && handler === 'fault-b' && sampled(eventId),
+};
+
+const LEASE_GUARD = 'AND (lease_expires_at IS NULL OR lease_expires_at <= now())';
+
+/** Installs the library-side modes in this process, before the app is created. */
+export function installBreak(mode: string | undefined): void {
+  if (mode === 'ignore-deliveries') {
+    const deliver = EventDispatcher.prototype.deliver;
+    EventDispatcher.prototype.deliver = function (event, _alreadyDelivered, options) {
+      return deliver.call(this, event, {}, options);
+    };
+  }
+  if (mode === 'no-lease-guard') {
+    // `own` is the repository's private runner of its own statements; only this process's
+    // copy of the claim loses its lease condition.
+    const proto = OutboxRepository.prototype as unknown as {
+      own?: (operation: string, sql: string, ...rest: unknown[]) => unknown;
+    };
+    const own = proto.own;
+    if (typeof own !== 'function') {
+      throw new Error('no-lease-guard: OutboxRepository has no `own` statement runner to wrap');
+    }
+    proto.own = function (operation, sql, ...rest) {
+      const statement = operation === 'claim' ? sql.replaceAll(LEASE_GUARD, '') : sql;
+      if (operation === 'claim' && statement === sql) {
+        throw new Error('no-lease-guard: the claim statement no longer has the expected guard');
+      }
+      return own.call(this, operation, statement, ...rest);
+    };
+  }
+}

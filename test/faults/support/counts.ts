@@ -1,0 +1,154 @@
+import type { FaultDatabase } from './database';
+
+/**
+ * What happened to the events a scenario produced, counted from the database alone.
+ *
+ * - produced: committed `fault_emitted` rows (written in the emitting transaction).
+ * - lost: produced events lacking the effect of a handler that should have run (both handlers
+ *   for `work` and `slow` events; `fault-a` for poison events, whose `fault-b` always fails), or
+ *   without their outbox row.
+ * - duplicate deliveries: calls of a handler for an event that started after that handler was
+ *   recorded in the event's `deliveries`. A recorded delivery must never run again.
+ * - duplicate effects: effects beyond the first for a (handler, event). Handlers check before
+ *   adding, so reruns one after another never add one; only two runs at once (or a broken
+ *   handler) do.
+ * - extra calls: further calls of a (handler, event) before its delivery was recorded: reruns
+ *   after a crash, a killed connection or a lost settle. Expected and reported, not failures.
+ *   The failing handler of a poison event is left out: its reruns are its attempts.
+ * - repeats: extra calls that found the effect already there (idempotency absorbed them).
+ * - cut short: calls recorded but never finished (the process or connection died meanwhile).
+ */
+export interface Tally {
+  produced: number;
+  lost: number;
+  duplicateDeliveries: number;
+  duplicateEffects: number;
+  extraCalls: number;
+  repeats: number;
+  cutShort: number;
+  calls: number;
+  dead: number;
+  stillLive: number;
+}
+
+const EXPECTED = `CASE WHEN em.kind = 'poison' THEN ARRAY['fault-a'] ELSE ARRAY['fault-a', 'fault-b'] END`;
+
+const TALLY = `
+  WITH
+  produced AS (SELECT count(*)::int AS n FROM fault_emitted),
+  lost AS (
+    SELECT count(*)::int AS n
+    FROM fault_emitted em
+    WHERE NOT EXISTS (SELECT 1 FROM outbox_event e WHERE e.id = em.event_id)
+       OR EXISTS (
+         SELECT 1 FROM unnest(${EXPECTED}) AS h(handler)
+         WHERE NOT EXISTS (
+           SELECT 1 FROM fault_effect f WHERE f.handler = h.handler AND f.event_id = em.event_id))
+  ),
+  duplicate_deliveries AS (
+    SELECT count(*)::int AS n
+    FROM fault_call c
+    JOIN outbox_event e ON e.id = c.event_id
+    WHERE e.deliveries ? c.handler
+      AND c.at > (e.deliveries ->> c.handler)::timestamptz
+  ),
+  duplicate_effects AS (
+    SELECT coalesce(sum(n - 1), 0)::int AS n
+    FROM (SELECT count(*) AS n FROM fault_effect GROUP BY handler, event_id) AS pairs
+  ),
+  counted_calls AS (
+    SELECT c.*
+    FROM fault_call c
+    LEFT JOIN fault_emitted em ON em.event_id = c.event_id
+    WHERE NOT (em.kind = 'poison' AND c.handler = 'fault-b')
+  ),
+  calls AS (
+    SELECT (count(*) - count(DISTINCT (handler, event_id)))::int AS beyond_first,
+           count(*) FILTER (WHERE effect = 'repeat')::int AS repeats,
+           count(*) FILTER (WHERE effect IS NULL)::int AS cut_short
+    FROM counted_calls
+  ),
+  outbox AS (
+    SELECT count(*) FILTER (WHERE dead_at IS NOT NULL AND dispatched_at IS NULL)::int AS dead,
+           count(*) FILTER (WHERE dead_at IS NULL AND dispatched_at IS NULL)::int AS still_live
+    FROM outbox_event
+  )
+  SELECT produced.n AS produced, lost.n AS lost,
+         duplicate_deliveries.n AS duplicate_deliveries,
+         duplicate_effects.n AS duplicate_effects,
+         calls.beyond_first, calls.repeats, calls.cut_short,
+         (SELECT count(*)::int FROM fault_call) AS calls,
+         outbox.dead, outbox.still_live
+  FROM produced, lost, duplicate_deliveries, duplicate_effects, calls, outbox
+`;
+
+export async function tally(db: FaultDatabase): Promise<Tally> {
+  const [row] = await db.query(TALLY);
+  return {
+    produced: row.produced,
+    lost: row.lost,
+    duplicateDeliveries: row.duplicate_deliveries,
+    duplicateEffects: row.duplicate_effects,
+    // Duplicate deliveries are calls beyond the first too; they are counted on their own.
+    extraCalls: row.beyond_first - row.duplicate_deliveries,
+    repeats: row.repeats,
+    cutShort: row.cut_short,
+    calls: row.calls,
+    dead: row.dead,
+    stillLive: row.still_live,
+  };
+}
+
+/** Live outbox rows (neither delivered nor dead): zero once everything has drained. */
+export async function liveRows(db: FaultDatabase): Promise<number> {
+  const [row] = await db.query(
+    'SELECT count(*)::int AS n FROM outbox_event WHERE dispatched_at IS NULL AND dead_at IS NULL',
+  );
+  return row.n;
+}
+
+/** Calls made by process `pid` since `sinceMs` (a `Date.now()` value; one machine, one clock). */
+export async function callsBy(db: FaultDatabase, pid: number, sinceMs: number): Promise<number> {
+  const [row] = await db.query(
+    'SELECT count(*)::int AS n FROM fault_call WHERE pid = $1 AND at > to_timestamp($2 / 1000.0)',
+    [pid, sinceMs],
+  );
+  return row.n;
+}
+
+/** When the first call of `eventId` started, in `Date.now()` milliseconds; null before it did. */
+export async function firstCallAt(db: FaultDatabase, eventId: string): Promise<number | null> {
+  const [row] = await db.query(
+    'SELECT (extract(epoch FROM min(at)) * 1000)::float8 AS at FROM fault_call WHERE event_id = $1',
+    [eventId],
+  );
+  return row.at;
+}
+
+/** When process `pid` first started a call after `sinceMs`, in `Date.now()` milliseconds. */
+export async function firstCallBy(
+  db: FaultDatabase,
+  pid: number,
+  sinceMs: number,
+): Promise<number | null> {
+  const [row] = await db.query(
+    `SELECT (extract(epoch FROM min(at)) * 1000)::float8 AS at
+     FROM fault_call WHERE pid = $1 AND at > to_timestamp($2 / 1000.0)`,
+    [pid, sinceMs],
+  );
+  return row.at;
+}
+
+/**
+ * Commit-to-handler time of `eventId`: its first call's start less its `occurred_at` (the
+ * emitting transaction's start), both on the database clock; null until it is called.
+ */
+export async function deliveryLatency(db: FaultDatabase, eventId: string): Promise<number | null> {
+  const [row] = await db.query(
+    `SELECT (extract(epoch FROM min(c.at) - e.occurred_at) * 1000)::float8 AS ms
+     FROM outbox_event e JOIN fault_call c ON c.event_id = e.id
+     WHERE e.id = $1 GROUP BY e.occurred_at`,
+    [eventId],
+  );
+  return row?.ms ?? null;
+}

@@ -1,0 +1,109 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { Pool } from 'pg';
+import {
+  OnOutboxEvent,
+  OUTBOX_EVENT_DEAD,
+  type HandlerContext,
+  type OutboxEvent,
+} from '@app/outbox';
+import { breaks } from './breaks';
+import type { ChildConfig } from './ipc';
+
+export const FAULT_EVENT = 'fault.work';
+export const FAULT_RECORDS = Symbol('FAULT_RECORDS');
+export const FAULT_CONFIG = Symbol('FAULT_CONFIG');
+
+/** Handler names; every `fault.work` event goes to the first two. */
+export const HANDLER_A = 'fault-a';
+export const HANDLER_B = 'fault-b';
+export const HANDLER_DEAD = 'fault-dead';
+
+export interface FaultPayload {
+  /** The handler that always throws for this event (a poison event). */
+  failHandler?: string;
+  /** How long each handler takes for this event. */
+  slowMs?: number;
+}
+
+/**
+ * The effect, idempotent the way a real handler would be: check for an earlier effect of this
+ * (handler, event) and add one only when there is none, in one statement that also marks the
+ * call. Sequential reruns never add a second row; only two runs at the same time (or a broken
+ * handler) can, which is what the duplicate-effect count looks for.
+ */
+const EFFECT = `
+  WITH earlier AS (
+    SELECT 1 FROM fault_effect WHERE handler = $1 AND event_id = $2 LIMIT 1
+  ),
+  added AS (
+    INSERT INTO fault_effect (handler, event_id, call_id)
+    SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM earlier)
+    RETURNING 1
+  )
+  UPDATE fault_call
+  SET effect = CASE WHEN EXISTS (SELECT 1 FROM added) THEN 'done' ELSE 'repeat' END
+  WHERE id = $3
+`;
+
+/**
+ * The handlers of a fault worker. Each call is recorded before anything else, autocommitted on
+ * a pool of its own (never in the outbox's transaction), so a call survives whatever happens to
+ * the outbox afterwards; the runner compares those records with the outbox's `deliveries`.
+ */
+@Injectable()
+export class FaultHandlers {
+  inFlight = 0;
+  calls = 0;
+
+  constructor(
+    @Inject(FAULT_RECORDS) private readonly records: Pool,
+    @Inject(FAULT_CONFIG) private readonly config: ChildConfig,
+  ) {}
+
+  @OnOutboxEvent(HANDLER_A, { events: [FAULT_EVENT] })
+  a(event: OutboxEvent<FaultPayload>, ctx: HandlerContext): Promise<void> {
+    return this.run(event, ctx);
+  }
+
+  @OnOutboxEvent(HANDLER_B, { events: [FAULT_EVENT] })
+  b(event: OutboxEvent<FaultPayload>, ctx: HandlerContext): Promise<void> {
+    return this.run(event, ctx);
+  }
+
+  @OnOutboxEvent(HANDLER_DEAD, { events: [OUTBOX_EVENT_DEAD] })
+  dead(event: OutboxEvent<FaultPayload>, ctx: HandlerContext): Promise<void> {
+    return this.run(event, ctx);
+  }
+
+  private async run(event: OutboxEvent<FaultPayload>, ctx: HandlerContext): Promise<void> {
+    this.inFlight++;
+    this.calls++;
+    try {
+      const { rows } = await this.records.query<{ id: string }>(
+        'INSERT INTO fault_call (handler, event_id, pid, attempt) VALUES ($1, $2, $3, $4) RETURNING id',
+        [ctx.handlerName, event.id, process.pid, ctx.attempt],
+      );
+      const callId = rows[0].id;
+      const payload = event.payload ?? {};
+      if (payload.failHandler === ctx.handlerName) {
+        throw new Error(`${ctx.handlerName} always fails for this event`);
+      }
+      const delayMs = payload.slowMs ?? Math.random() * (this.config.handlerDelayMs ?? 0);
+      if (delayMs > 0) await sleep(delayMs);
+      if (breaks.skipEffect(this.config.breakMode, ctx.handlerName, event.id)) return;
+      await this.records.query(EFFECT, [ctx.handlerName, event.id, callId]);
+      if (breaks.doubleEffect(this.config.breakMode, event.id)) {
+        await this.records.query(
+          'INSERT INTO fault_effect (handler, event_id, call_id) VALUES ($1, $2, $3)',
+          [ctx.handlerName, event.id, callId],
+        );
+      }
+    } finally {
+      this.inFlight--;
+    }
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

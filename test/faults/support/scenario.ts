@@ -1,0 +1,114 @@
+import type { OutboxModuleOptions } from '@app/outbox';
+import type { FaultDatabase } from './database';
+import type { Tally } from './counts';
+import type { PgServer } from './pg-server';
+import type { FaultChild } from './processes';
+
+export interface WorkerOptions {
+  /** Merged over the suite's defaults (`listen` and `retry` field by field). */
+  outbox?: OutboxModuleOptions;
+  /** Where the outbox's connections go; the scenario's database by default. */
+  url?: string;
+  handlerDelayMs?: number;
+  /** Leave the dispatcher stopped until the runner sends `start-dispatcher`. */
+  holdDispatcher?: boolean;
+}
+
+export interface ScenarioContext {
+  server: PgServer;
+  db: FaultDatabase;
+  quick: boolean;
+  breakMode: string | undefined;
+  /** Spawns a worker and waits until it booted. */
+  worker(label: string, options?: WorkerOptions): Promise<FaultChild>;
+  /** Spawns a worker without waiting for it. */
+  spawnWorker(label: string, options?: WorkerOptions): FaultChild;
+  producer(): Promise<FaultChild>;
+  /** A progress line, printed as the scenario runs. */
+  note(text: string): void;
+}
+
+export interface Scenario {
+  /** Used with `--only`. */
+  name: string;
+  title: string;
+  run(ctx: ScenarioContext, outcome: Outcome): Promise<void>;
+}
+
+export interface Check {
+  what: string;
+  ok: boolean;
+  actual: string;
+}
+
+/** The columns of the final summary. */
+export interface Summary {
+  produced?: number;
+  lost?: number;
+  duplicates?: number;
+  extraCalls?: number;
+  recover?: string;
+}
+
+/** What a scenario measured (figures) and asserted (checks). */
+export class Outcome {
+  readonly figures: Array<[string, string]> = [];
+  readonly checks: Check[] = [];
+  readonly summary: Summary = {};
+  /** Longer explanations printed under the tables (why a worker crashed, for instance). */
+  readonly notes: string[] = [];
+
+  figure(name: string, value: string | number): void {
+    this.figures.push([name, typeof value === 'number' ? formatNumber(value) : value]);
+  }
+
+  note(text: string): void {
+    this.notes.push(text);
+  }
+
+  check(what: string, ok: boolean, actual: string | number): void {
+    this.checks.push({
+      what,
+      ok,
+      actual: typeof actual === 'number' ? formatNumber(actual) : actual,
+    });
+  }
+
+  checkZero(what: string, actual: number): void {
+    this.check(what, actual === 0, actual);
+  }
+
+  /** The figures every scenario reports, and the counts that must be zero. */
+  tally(t: Tally, options: { deadExpected?: boolean } = {}): void {
+    this.figure('produced', t.produced);
+    this.figure('handler calls', t.calls);
+    this.figure('extra calls (reruns before a recorded delivery)', t.extraCalls);
+    this.figure('  of which found the effect already done', t.repeats);
+    this.figure('calls cut short (no effect recorded)', t.cutShort);
+    this.checkZero('lost events', t.lost);
+    this.checkZero('duplicate deliveries (call after recorded delivery)', t.duplicateDeliveries);
+    this.checkZero('duplicate effects', t.duplicateEffects);
+    this.checkZero('live rows left after the drain', t.stillLive);
+    if (!options.deadExpected) this.checkZero('dead events', t.dead);
+    Object.assign(this.summary, {
+      produced: t.produced,
+      lost: t.lost,
+      duplicates: t.duplicateDeliveries + t.duplicateEffects,
+      extraCalls: t.extraCalls,
+    });
+  }
+
+  get passed(): boolean {
+    return this.checks.length > 0 && this.checks.every((c) => c.ok);
+  }
+}
+
+export function formatNumber(value: number): string {
+  return Number.isInteger(value) ? value.toLocaleString('en-US') : value.toFixed(1);
+}
+
+export function ms(value: number | null | undefined): string {
+  if (value === Infinity) return 'never';
+  if (value === null || value === undefined || !Number.isFinite(value)) return 'n/a';
+  return value >= 10_000 ? `${(value / 1000).toFixed(1)} s` : `${Math.round(value)} ms`;
+}
