@@ -38,6 +38,7 @@ export async function createOutboxApp(options: OutboxAppOptions): Promise<INestA
         entities: [...OUTBOX_ENTITIES],
         synchronize: false,
         logging: false,
+        connectTimeoutMS: 5000,
       }),
       options.outboxModule ?? OutboxModule.forRoot({ pollIntervalMs: 60_000, ...options.outbox }),
       ...(options.imports ?? []),

@@ -59,6 +59,8 @@ export class AppModule implements NestModule {
               migrations: [...OUTBOX_MIGRATIONS, ...REFERENCE_APP_MIGRATIONS],
               migrationsRun: true,
               logging: false,
+              // A new connection to a database that stops answering must not wait forever.
+              connectTimeoutMS: 5000,
             };
           },
         }),

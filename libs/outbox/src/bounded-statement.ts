@@ -8,6 +8,24 @@ interface PgClient {
 type Release = (error?: Error) => void;
 interface PoolDriver {
   obtainMasterConnection(): Promise<[PgClient, Release]>;
+  /** TypeORM's pg Pool, once the DataSource is initialised. */
+  master?: { on?(event: 'connect', listener: (client: PgClient) => void): unknown };
+}
+
+const guardedPools = new WeakSet<object>();
+
+/**
+ * Gives every new connection of the DataSource's pool an 'error' listener for its whole life.
+ * pg-pool listens to a connection's errors only while it is idle; a server that terminates the
+ * backend of a checked-out connection between two of its users' listeners (a failover, a
+ * `pg_terminate_backend`) would otherwise raise an uncaught 'error' and end the process. The
+ * connection is unusable either way: its users' queries fail and the pool drops it on release.
+ */
+export function guardPoolConnections(dataSource: { driver: PoolDriver }): void {
+  const pool = dataSource.driver.master;
+  if (!pool?.on || guardedPools.has(pool)) return;
+  guardedPools.add(pool);
+  pool.on('connect', (client) => client.on?.('error', ignore));
 }
 
 export interface StatementBounds {
@@ -69,6 +87,7 @@ export async function runBounded(
   bounds: StatementBounds,
 ): Promise<unknown[]> {
   const deadlineMs = bounds.statementTimeoutMs + CLIENT_DEADLINE_MARGIN_MS;
+  guardPoolConnections(dataSource);
   const [client, release] = await acquire(dataSource, deadlineMs, bounds.signal);
   return new Promise<unknown[]>((resolve, reject) => {
     let settled = false;

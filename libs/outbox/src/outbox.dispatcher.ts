@@ -107,6 +107,7 @@ export class OutboxDispatcher
     this.abandonController = new AbortController();
     // Every running handler listens to it: as many as concurrency times handlers per event.
     setMaxListeners(0, this.abandonController.signal);
+    this.warnWithoutConnectTimeout();
     if (this.options.listen.enabled) {
       this.listener = new PgListener(
         {
@@ -263,6 +264,24 @@ export class OutboxDispatcher
 
   private plan(delayMs: number): void {
     if (this.current === 'running') this.schedule(delayMs);
+  }
+
+  /**
+   * The outbox bounds its own statements, but a new pool connection to a database that stopped
+   * answering waits as long as the driver lets it: without a connect timeout, forever, and
+   * closing the DataSource at shutdown waits for it too.
+   */
+  private warnWithoutConnectTimeout(): void {
+    const options = this.dataSource.options as {
+      connectTimeoutMS?: number;
+      extra?: { connectionTimeoutMillis?: number };
+    };
+    if (options.connectTimeoutMS || options.extra?.connectionTimeoutMillis) return;
+    this.logger.warn(
+      'The DataSource sets no connect timeout: a new connection to a database that stops ' +
+        'answering waits forever, and so does closing the app. Set connectTimeoutMS ' +
+        '(for example 5000) in the TypeORM options.',
+    );
   }
 
   private listenerClient(): ClientConfig {

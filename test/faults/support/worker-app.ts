@@ -27,6 +27,8 @@ class FaultAppModule {
           logging: false,
           applicationName: worker ? WORKER_APPLICATION_NAME : PRODUCER_APPLICATION_NAME,
           poolSize: 10,
+          // As the README recommends: a connection to a frozen server must not wait forever.
+          connectTimeoutMS: 2000,
           // A worker restarted while the server is down keeps trying rather than exiting.
           retryAttempts: 30,
           retryDelay: 500,
