@@ -1,5 +1,4 @@
 import { Controller, Injectable, Scope, type INestApplication } from '@nestjs/common';
-import type { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
@@ -7,7 +6,7 @@ import {
   OutboxPublisher,
   ScopedOutboxHandlerError,
 } from '@app/outbox';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { useTestDatabase } from './support/test-database';
 import { createOutboxApp } from './support/outbox-app';
 import { LogCapture } from './support/log-capture';
 
@@ -54,21 +53,11 @@ class ClassProvided {
 const FACTORY = Symbol('factory');
 const VALUE = 'value-token';
 
-let db: TestDatabase;
-let sql: Client;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  sql = await db.connect();
-});
-
-afterAll(async () => {
-  await db?.close();
-});
+const database = useTestDatabase();
 
 beforeEach(async () => {
   calls.length = 0;
-  await sql.query('TRUNCATE outbox_event');
+  await database.sql.query('TRUNCATE outbox_event');
 });
 
 async function emitAndDrain(app: INestApplication, type: string): Promise<string> {
@@ -88,7 +77,7 @@ describe('OutboxModule handler discovery', () => {
   it('runs handlers on factory, value and class providers and on controllers', async () => {
     const logs = new LogCapture();
     const app = await createOutboxApp({
-      url: db.url,
+      url: database.db.url,
       outbox: { autoStart: false, retention: { enabled: false } },
       providers: [
         { provide: FACTORY, useFactory: () => new FactoryMade(), inject: [] },
@@ -108,7 +97,10 @@ describe('OutboxModule handler discovery', () => {
         'factory-made',
         'value-given',
       ]);
-      const { rows } = await sql.query('SELECT deliveries FROM outbox_event WHERE id = $1', [id]);
+      const { rows } = await database.sql.query(
+        'SELECT deliveries FROM outbox_event WHERE id = $1',
+        [id],
+      );
       expect(Object.keys(rows[0].deliveries).sort()).toEqual([
         'class-provided',
         'controller-held',
@@ -123,7 +115,7 @@ describe('OutboxModule handler discovery', () => {
 
   it('a handler on a transient provider registered under a token fails the boot', async () => {
     const failure = await createOutboxApp({
-      url: db.url,
+      url: database.db.url,
       outbox: { autoStart: false },
       providers: [{ provide: 'transient', useClass: FactoryMade, scope: Scope.TRANSIENT }],
     }).then(
@@ -140,7 +132,7 @@ describe('OutboxModule handler discovery', () => {
   it('an event type without any handler is delivered, and says so once per type in the log', async () => {
     const logs = new LogCapture();
     const app = await createOutboxApp({
-      url: db.url,
+      url: database.db.url,
       outbox: { autoStart: false, retention: { enabled: false } },
       providers: [ClassProvided],
       logger: logs,

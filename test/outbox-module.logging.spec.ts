@@ -1,5 +1,4 @@
 import { Injectable, type INestApplication } from '@nestjs/common';
-import type { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
@@ -8,7 +7,7 @@ import {
   OutboxPublisher,
   type OutboxModuleOptions,
 } from '@app/outbox';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { useTestDatabase } from './support/test-database';
 import { createOutboxApp } from './support/outbox-app';
 import { LogCapture } from './support/log-capture';
 
@@ -29,21 +28,11 @@ class FlakyDownstream {
   alarm() {}
 }
 
-let db: TestDatabase;
-let sql: Client;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  sql = await db.connect();
-});
-
-afterAll(async () => {
-  await db?.close();
-});
+const database = useTestDatabase();
 
 async function start(logs: LogCapture, outbox: OutboxModuleOptions): Promise<INestApplication> {
   return createOutboxApp({
-    url: db.url,
+    url: database.db.url,
     outbox: { autoStart: false, retention: { enabled: false }, ...outbox },
     providers: [FlakyDownstream],
     logger: logs,
@@ -79,7 +68,7 @@ describe('OutboxModule logs', () => {
       expect(JSON.stringify(logs.lines)).not.toContain(PLANTED);
     } finally {
       await app.close();
-      await sql.query('TRUNCATE outbox_event');
+      await database.sql.query('TRUNCATE outbox_event');
     }
   });
 

@@ -1,7 +1,6 @@
 import { DataSource } from 'typeorm';
-import type { Client } from 'pg';
 import { OUTBOX_ENTITIES, OutboxRepository } from '@app/outbox';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { useTestDatabase } from './support/test-database';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy';
 import { eventually } from './support/outbox-app';
 
@@ -11,24 +10,14 @@ import { eventually } from './support/outbox-app';
  * connection) when it does not.
  */
 
-let db: TestDatabase;
-let sql: Client;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  sql = await db.connect();
-});
-
-afterAll(async () => {
-  await db?.close();
-});
+const database = useTestDatabase();
 
 const claimOptions = { limit: 10, leaseMs: 60_000, deadRetryMs: 60_000 };
 
 describe('OutboxRepository statement bounds', () => {
   it('a lock held on outbox_event (as a migration would) fails claim, settle, state and sweep with 55P03 instead of waiting', async () => {
-    const repo = new OutboxRepository(db.dataSource, { lockTimeoutMs: 100 });
-    const locker = await db.connect();
+    const repo = new OutboxRepository(database.db.dataSource, { lockTimeoutMs: 100 });
+    const locker = await database.db.connect();
     await locker.query('BEGIN');
     await locker.query('LOCK TABLE outbox_event IN ACCESS EXCLUSIVE MODE');
     try {
@@ -52,14 +41,14 @@ describe('OutboxRepository statement bounds', () => {
   });
 
   it('a statement slower than statementTimeoutMs is cancelled by the server (57014)', async () => {
-    const repo = new OutboxRepository(db.dataSource, { statementTimeoutMs: 200 });
+    const repo = new OutboxRepository(database.db.dataSource, { statementTimeoutMs: 200 });
     // A row lock held elsewhere makes the settle wait on it: a wait the lock timeout allows but
     // the statement timeout does not.
-    await sql.query(
+    await database.sql.query(
       `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, attempts)
        VALUES ('00000000-0000-7000-8000-000000000001', 't', 'a', '1', '{}', 1)`,
     );
-    const locker = await db.connect();
+    const locker = await database.db.connect();
     await locker.query('BEGIN');
     await locker.query(`SELECT 1 FROM outbox_event FOR UPDATE`);
     try {
@@ -70,14 +59,14 @@ describe('OutboxRepository statement bounds', () => {
     } finally {
       await locker.query('ROLLBACK');
       await locker.end();
-      await sql.query('TRUNCATE outbox_event');
+      await database.sql.query('TRUNCATE outbox_event');
     }
   });
 
   it('an exhausted pool is a typed failure that says nothing was sent, and the connection is not wasted', async () => {
     const small = new DataSource({
       type: 'postgres',
-      url: db.url,
+      url: database.db.url,
       entities: [...OUTBOX_ENTITIES],
       poolSize: 1,
     });
@@ -108,9 +97,9 @@ describe('OutboxRepository statement bounds', () => {
     // A proxy and a one-connection DataSource through it per test, so each test knows which
     // connection its statements use.
     beforeEach(async () => {
-      const target = new URL(db.url);
+      const target = new URL(database.db.url);
       proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
-      const url = new URL(db.url);
+      const url = new URL(database.db.url);
       url.host = `127.0.0.1:${proxy.port}`;
       proxied = new DataSource({
         type: 'postgres',
@@ -128,11 +117,11 @@ describe('OutboxRepository statement bounds', () => {
 
     it('a connection reset mid-statement is a typed failure, not a crash, and the next statement gets a fresh connection', async () => {
       const repo = new OutboxRepository(proxied, { statementTimeoutMs: 30_000 });
-      await sql.query(
+      await database.sql.query(
         `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, attempts)
          VALUES ('00000000-0000-7000-8000-0000000000a1', 't', 'a', '1', '{}', 1)`,
       );
-      const locker = await db.connect();
+      const locker = await database.db.connect();
       await locker.query('BEGIN');
       await locker.query(`SELECT 1 FROM outbox_event FOR UPDATE`);
       try {
@@ -141,7 +130,7 @@ describe('OutboxRepository statement bounds', () => {
           { id: '00000000-0000-7000-8000-0000000000a1', attempts: 1, handlers: ['h'] },
         ]);
         await eventually('the settle waits on the lock', async () => {
-          const { rows } = await sql.query(
+          const { rows } = await database.sql.query(
             `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'`,
           );
           return rows[0].n > 0;
@@ -152,7 +141,7 @@ describe('OutboxRepository statement bounds', () => {
       } finally {
         await locker.query('ROLLBACK');
         await locker.end();
-        await sql.query('TRUNCATE outbox_event');
+        await database.sql.query('TRUNCATE outbox_event');
       }
       await expect(repo.claim(claimOptions)).resolves.toMatchObject({ ok: true, value: [] });
     });
@@ -161,7 +150,7 @@ describe('OutboxRepository statement bounds', () => {
       const repo = new OutboxRepository(proxied, { lockTimeoutMs: 100 });
       await expect(repo.claim(claimOptions)).resolves.toMatchObject({ ok: true });
       const connectionsBefore = proxy.connections.length;
-      const locker = await db.connect();
+      const locker = await database.db.connect();
       await locker.query('BEGIN');
       await locker.query('LOCK TABLE outbox_event IN ACCESS EXCLUSIVE MODE');
       try {

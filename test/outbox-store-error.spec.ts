@@ -1,6 +1,6 @@
 import { inspect } from 'node:util';
 import { OutboxRepository, OutboxStoreError } from '@app/outbox';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { useTestDatabase } from './support/test-database';
 
 /**
  * A failed statement must not carry its parameters anywhere a log could print them: the
@@ -9,16 +9,11 @@ import { createTestDatabase, type TestDatabase } from './support/test-database';
 
 const PLANTED = 'planted-secret-7f3a91';
 
-let db: TestDatabase;
+const database = useTestDatabase();
 let repo: OutboxRepository;
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  repo = new OutboxRepository(db.dataSource);
-});
-
-afterAll(async () => {
-  await db?.close();
+beforeAll(() => {
+  repo = new OutboxRepository(database.db.dataSource);
 });
 
 /** Every way an error is usually written out: inspect (console, Nest's logger), JSON, text. */
@@ -33,7 +28,7 @@ function everyRendering(error: unknown): string {
 
 describe('OutboxStoreError', () => {
   it('keeps the SQLSTATE and the constraint but never the failed query or its parameters', async () => {
-    const runner = db.dataSource.createQueryRunner();
+    const runner = database.db.dataSource.createQueryRunner();
     await runner.connect();
     await runner.query(
       `ALTER TABLE outbox_event ADD CONSTRAINT no_secret_type CHECK (type <> 'secret.event')`,

@@ -74,3 +74,31 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     },
   };
 }
+
+/**
+ * The file's database and a client on it, made before its tests and dropped after them: the
+ * setup most SQL suites start with. Read `.db` and `.sql` inside tests and hooks.
+ */
+export function useTestDatabase(): { readonly db: TestDatabase; readonly sql: Client } {
+  let db: TestDatabase | undefined;
+  let sql: Client | undefined;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    sql = await db.connect();
+  });
+  afterAll(async () => {
+    await db?.close();
+  });
+  const ready = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error('useTestDatabase: read before its beforeAll ran');
+    return value;
+  };
+  return {
+    get db() {
+      return ready(db);
+    },
+    get sql() {
+      return ready(sql);
+    },
+  };
+}

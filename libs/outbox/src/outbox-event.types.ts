@@ -36,7 +36,10 @@ export interface OutboxRecord<P = unknown> extends OutboxEvent<P> {
 }
 
 export interface ClaimOptions {
-  /** Most rows to claim. Due dead rows take at most half of it, so replays never starve live ones. */
+  /**
+   * Most rows to claim. Due dead rows are reserved half of it, rounded down, and may take what
+   * live rows leave, so replays neither starve live work nor are starved by it.
+   */
   limit: number;
   /** How long the claim holds each row before another relay may take it. */
   leaseMs: number;

@@ -7,6 +7,7 @@ import {
 } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import type { ResolvedOutboxOptions } from './outbox.options';
+import { delay } from './delay';
 import { OutboxRepository } from './outbox.repository';
 import { OUTBOX_OPTIONS, OUTBOX_SCHEDULER } from './outbox.tokens';
 
@@ -47,14 +48,11 @@ export class OutboxRetentionSweeper implements OnApplicationBootstrap, OnApplica
     }
     this.stopping.abort();
     if (!this.running) return;
-    let timer: NodeJS.Timeout | undefined;
-    const grace = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, this.options.shutdownGraceMs);
-    });
+    const grace = delay(this.options.shutdownGraceMs);
     try {
-      await Promise.race([this.running, grace]);
+      await Promise.race([this.running, grace.promise]);
     } finally {
-      clearTimeout(timer);
+      grace.cancel();
     }
   }
 

@@ -15,6 +15,7 @@ import { OutboxRepository } from './outbox.repository';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.tokens';
 import { PgListener, type PgListenerState } from './pg-listener';
 import { listenerClientConfig } from './listener-client-config';
+import { delay } from './delay';
 import { scrubError } from './scrub-error';
 
 /** Batches settling while the next one is claimed; more would only queue behind the commit. */
@@ -287,13 +288,4 @@ export class OutboxDispatcher
   private listenerClient(): ClientConfig {
     return listenerClientConfig(this.dataSource, this.options.listen.connectionString);
   }
-}
-
-/** A timer as a promise, with a way to cancel it so it does not keep the process alive. */
-function delay(ms: number): { promise: Promise<void>; cancel(): void } {
-  let timer: NodeJS.Timeout | undefined;
-  const promise = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, Math.max(0, ms));
-  });
-  return { promise, cancel: () => clearTimeout(timer) };
 }

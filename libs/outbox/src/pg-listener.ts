@@ -1,4 +1,5 @@
 import { Client, escapeIdentifier, type ClientConfig, type Notification } from 'pg';
+import { delay } from './delay';
 import { scrubError } from './scrub-error';
 
 export interface PgListenerOptions {
@@ -233,14 +234,11 @@ export class PgListener {
    * wait is bounded because end() on a half-open socket waits for a close that never comes.
    */
   private async endGracefully(client: Client, budgetMs: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, budgetMs);
-    });
+    const deadline = delay(budgetMs);
     try {
-      await Promise.race([client.end().catch(() => undefined), deadline]);
+      await Promise.race([client.end().catch(() => undefined), deadline.promise]);
     } finally {
-      clearTimeout(timer);
+      deadline.cancel();
       destroySocket(client);
     }
   }
