@@ -1,5 +1,6 @@
 import { DataSource } from 'typeorm';
 import { OUTBOX_ENTITIES, OutboxRepository } from '@app/outbox';
+import { runBounded } from '@app/outbox/bounded-statement';
 import { useTestDatabase } from './support/test-database';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy';
 import { eventually } from './support/outbox-app';
@@ -15,6 +16,18 @@ const database = useTestDatabase();
 const claimOptions = { limit: 10, leaseMs: 60_000, deadRetryMs: 60_000 };
 
 describe('OutboxRepository statement bounds', () => {
+  it('inlines values as literals the server reads back exactly, whatever quotes and backslashes they hold', async () => {
+    const hostile = `x'); DROP TABLE outbox_event; -- \\' "q" \\\\ $1 \u00e9 {a,b}`;
+    const rows = await runBounded(
+      database.db.dataSource,
+      'SELECT $1::text AS text, $2::text[] AS list, $3::jsonb AS doc, $4::int AS n',
+      [hostile, [hostile, null, 'b'], JSON.stringify({ hostile }), 7],
+      { statementTimeoutMs: 1000, lockTimeoutMs: 1000 },
+    );
+    expect(rows).toEqual([{ text: hostile, list: [hostile, null, 'b'], doc: { hostile }, n: 7 }]);
+    await expect(database.sql.query('SELECT count(*) FROM outbox_event')).resolves.toBeDefined();
+  });
+
   it('a lock held on outbox_event (as a migration would) fails claim, settle, state and sweep with 55P03 instead of waiting', async () => {
     const repo = new OutboxRepository(database.db.dataSource, { lockTimeoutMs: 100 });
     const locker = await database.db.connect();

@@ -1,3 +1,4 @@
+import { escapeLiteral } from 'pg';
 /** The parts of a pg client and of TypeORM's PostgreSQL driver this module relies on. */
 interface PgClient {
   query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
@@ -75,8 +76,11 @@ export function hasPoolDriver(value: unknown): value is { driver: PoolDriver } {
  * Runs one statement in a short transaction of its own, on a pool connection of the app's
  * DataSource, with a statement and a lock timeout set for that transaction only (`SET LOCAL`, so
  * nothing leaks to the app's queries on the same connection, and it works behind a transaction
- * pooler). The server enforces those; the client deadline covers what the server cannot: a dead
- * or half-open connection. Waiting for a free pool connection has the same bound, counted apart.
+ * pooler). The whole transaction (`BEGIN; SET LOCAL …; statement; COMMIT`) travels as one
+ * simple-protocol query with the values inlined as escaped literals: one round trip instead of
+ * three, which is most of what an outbox statement costs on a fast network. The server enforces
+ * the timeouts; the client deadline covers what the server cannot: a dead or half-open
+ * connection. Waiting for a free pool connection has the same bound, counted apart.
  * A connection the server answered with an error is rolled back and returned to the pool; one
  * that missed its deadline or broke is destroyed instead.
  */
@@ -122,10 +126,11 @@ export async function runBounded(
 
     void (async () => {
       try {
-        await client.query(prelude(bounds));
-        const { rows } = await client.query(text, values);
-        await client.query('COMMIT');
-        settle(() => resolve(rows));
+        const settings = prelude(bounds);
+        const results = (await client.query(
+          [...settings, inlineValues(text, values), 'COMMIT'].join(';\n'),
+        )) as unknown as Array<{ rows: unknown[] }>;
+        settle(() => resolve(results[settings.length].rows));
         dispose();
       } catch (error) {
         const failure = asError(error);
@@ -188,7 +193,7 @@ function acquire(
   });
 }
 
-function prelude({ statementTimeoutMs, lockTimeoutMs, asyncCommit }: StatementBounds): string {
+function prelude({ statementTimeoutMs, lockTimeoutMs, asyncCommit }: StatementBounds): string[] {
   // Integers validated at boot, so they are safe to inline; SET takes no bind parameters.
   const settings = [
     'BEGIN',
@@ -196,7 +201,44 @@ function prelude({ statementTimeoutMs, lockTimeoutMs, asyncCommit }: StatementBo
     `SET LOCAL lock_timeout = ${Math.trunc(lockTimeoutMs)}`,
   ];
   if (asyncCommit) settings.push('SET LOCAL synchronous_commit = off');
-  return settings.join('; ');
+  return settings;
+}
+
+/**
+ * `text` with each `$n` replaced by the literal of `values[n - 1]`. The outbox's statements are
+ * constants of this module's own, with no `$` inside their string literals, so every `$n` is a
+ * parameter; the values are escaped as PostgreSQL literals (`escapeLiteral` doubles quotes and
+ * backslashes), so no value can end its literal early.
+ */
+export function inlineValues(text: string, values: readonly unknown[]): string {
+  return text.replace(/\$(\d+)/g, (_, index: string) => {
+    const position = Number(index) - 1;
+    if (position >= values.length) throw new Error(`no value for parameter $${index}`);
+    return literal(values[position]);
+  });
+}
+
+function literal(value: unknown): string {
+  if (value === null || value === undefined) return 'NULL';
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) throw new Error(`cannot inline the number ${value}`);
+    return `(${value})`;
+  }
+  if (typeof value === 'boolean') return value ? 'TRUE' : 'FALSE';
+  if (typeof value === 'string') return escapeLiteral(value);
+  if (value instanceof Date) return escapeLiteral(value.toISOString());
+  if (Array.isArray(value)) return escapeLiteral(arrayText(value));
+  return escapeLiteral(JSON.stringify(value));
+}
+
+/** A PostgreSQL array in its text form: `{"a","b",NULL}`, each element quoted and escaped. */
+function arrayText(items: readonly unknown[]): string {
+  const elements = items.map((item) =>
+    item === null || item === undefined
+      ? 'NULL'
+      : `"${(typeof item === 'string' ? item : JSON.stringify(item)).replace(/[\\"]/g, (c) => `\\${c}`)}"`,
+  );
+  return `{${elements.join(',')}}`;
 }
 
 function discard(client: PgClient, release: Release, error: Error): void {
