@@ -17,12 +17,14 @@ import { createTestDatabase, type TestDatabase } from './support/test-database';
 /**
  * The lease proof: every guarantee the relay builds on, shown against a real PostgreSQL with
  * real concurrent connections. Time is moved by rewriting timestamps relative to the SQL clock
- * (`now() - interval`), never by reading the Node clock.
+ * (`now() - interval`), never by reading the Node clock. `next_attempt_at` is when an unsettled
+ * row is next claimable (the lease end while claimed, the replay time of a dead row), so a test
+ * that moves a lease or a dead time moves it too, as the outbox's own statements would have.
  */
 
 const CHANNEL = 'outbox_lease_proof';
 const HOUR = 3_600_000;
-const LEASE = { leaseMs: 60_000, deadRetryMs: HOUR };
+const LEASE = { leaseMs: 60_000 };
 
 let db: TestDatabase;
 let repo: OutboxRepository;
@@ -76,10 +78,16 @@ async function row(id: string) {
   return rows[0] as Record<string, any> | undefined;
 }
 
-/** Ends the lease of a row as if its time had run out, on the SQL clock. */
+/**
+ * Ends the lease of a row as if its time had run out, on the SQL clock. The claim wrote the lease
+ * end as the row's due time too, so both move.
+ */
 async function expireLease(id: string) {
   await sql.query(
-    `UPDATE outbox_event SET lease_expires_at = now() - interval '1 millisecond' WHERE id = $1`,
+    `UPDATE outbox_event
+     SET lease_expires_at = now() - interval '1 millisecond',
+         next_attempt_at = now() - interval '1 millisecond'
+     WHERE id = $1`,
     [id],
   );
 }
@@ -200,15 +208,22 @@ describe('outbox lease proof', () => {
     );
   });
 
-  it('4. claim returns rows in (occurred_at, id) order and respects the limit', async () => {
-    // Three transactions so occurred_at differs; the middle one holds two events that share a
+  it('4. claim returns rows in due order (next_attempt_at, then id) and respects the limit', async () => {
+    // Three transactions so the due times differ; the middle one holds two events that share a
     // transaction time and are ordered by their time-ordered ids.
     const [first] = await enqueue(event());
     const [second, third] = await enqueue(event(), event());
     const [fourth] = await enqueue(event());
+    // The last event has been due for an hour (a retry whose time came); the third occurred a
+    // day ago but, like the others, became due when it was enqueued: due time orders, not
+    // occurrence.
     await sql.query(
-      `UPDATE outbox_event SET occurred_at = now() - interval '1 hour' WHERE id = $1`,
-      [fourth],
+      `UPDATE outbox_event SET
+         next_attempt_at = CASE id WHEN $1::uuid THEN now() - interval '1 hour'
+                                   ELSE next_attempt_at END,
+         occurred_at = CASE id WHEN $2::uuid THEN now() - interval '1 day' ELSE occurred_at END
+       WHERE id IN ($1, $2)`,
+      [fourth, third],
     );
 
     const claimed = await claim(3);
@@ -250,6 +265,8 @@ describe('outbox lease proof', () => {
       expect(a.length).toBeGreaterThan(0);
       expect(b.length).toBeGreaterThan(0);
     } finally {
+      // A failure before COMMIT would otherwise keep the table locked for every later test.
+      await gate.end();
       await other.destroy();
     }
   });
@@ -264,6 +281,8 @@ describe('outbox lease proof', () => {
     const stored = await row(id);
     expect(stored!.attempts).toBe(1);
     expect(stored!.lease_expires_at).toEqual(claimed.leaseExpiresAt);
+    // Due again exactly when the lease ends, should no settle come.
+    expect(stored!.next_attempt_at).toEqual(claimed.leaseExpiresAt);
     const leaseStart = claimed.leaseExpiresAt.getTime() - 90_000;
     expect(leaseStart).toBeGreaterThanOrEqual(before.getTime());
     expect(leaseStart).toBeLessThanOrEqual(after.getTime());
@@ -305,7 +324,7 @@ describe('outbox lease proof', () => {
             retryDelayMs: 0,
           },
         ],
-        { maxAttempts: 1 },
+        { maxAttempts: 1, deadRetryMs: HOUR },
       ),
     );
     expect(staleFailed).toEqual({ settled: [], stale: [id], newlyDead: [] });
@@ -328,6 +347,42 @@ describe('outbox lease proof', () => {
     expect(Object.keys(delivered!.deliveries)).toEqual(['audit-log']);
   });
 
+  it('8b. a failed settle is applied once: retried after it committed, or after the row was given back, it is stale', async () => {
+    const fail = async (id: string, attempts: number, error: string) =>
+      value(
+        await repo.markFailed(
+          [{ id, attempts, handlers: [], failedHandlers: ['h'], error, retryDelayMs: 60_000 }],
+          { maxAttempts: 10, deadRetryMs: HOUR },
+        ),
+      );
+    const [id, released] = await enqueue(event(), event());
+    const claimed = await claim();
+    const attempts = claimed[0].attempts;
+    expect(await fail(id, attempts, 'first')).toEqual({ settled: [id], stale: [], newlyDead: [] });
+    const settled = await row(id);
+    // The same settle again, as a retry whose first try committed unseen: nothing moves.
+    expect(await fail(id, attempts, 'second')).toEqual({ settled: [], stale: [id], newlyDead: [] });
+    expect(await row(id)).toEqual(settled);
+
+    // A claim whose lease ran out, taken again by a relay that then gave it back unstarted: the
+    // row is back at the first claim's attempt count, but that claim no longer holds it.
+    await expireLease(released);
+    const [again] = await claim();
+    expect(again).toMatchObject({ id: released, attempts: attempts + 1 });
+    expect(value(await repo.release([{ id: released, attempts: again.attempts }]))).toEqual({
+      settled: [released],
+      stale: [],
+    });
+    const givenBack = await row(released);
+    expect(givenBack).toMatchObject({ attempts, lease_expires_at: null });
+    expect(await fail(released, attempts, 'late')).toEqual({
+      settled: [],
+      stale: [released],
+      newlyDead: [],
+    });
+    expect(await row(released)).toEqual(givenBack);
+  });
+
   it('9. partial deliveries from two settles merge; a stale copy never erases a delivered handler', async () => {
     const [id] = await enqueue(event());
     const [attempt1] = await claim();
@@ -343,7 +398,7 @@ describe('outbox lease proof', () => {
             retryDelayMs: 0,
           },
         ],
-        { maxAttempts: 10 },
+        { maxAttempts: 10, deadRetryMs: HOUR },
       ),
     );
     const auditTime = (await row(id))!.deliveries['audit-log'];
@@ -371,7 +426,7 @@ describe('outbox lease proof', () => {
             retryDelayMs: 0,
           },
         ],
-        { maxAttempts: 10 },
+        { maxAttempts: 10, deadRetryMs: HOUR },
       ),
     );
     expect(late.stale).toEqual([id]);
@@ -397,7 +452,7 @@ describe('outbox lease proof', () => {
             retryDelayMs: 500,
           },
         ],
-        { maxAttempts: 10 },
+        { maxAttempts: 10, deadRetryMs: HOUR },
       ),
     );
     const stored = await row(id);
@@ -426,7 +481,8 @@ describe('outbox lease proof', () => {
               retryDelayMs: 0,
             },
           ],
-          { maxAttempts: 3 },
+          // Replays are due as soon as the row is dead, so this test can replay it at once.
+          { maxAttempts: 3, deadRetryMs: 0 },
         ),
       );
 
@@ -469,11 +525,12 @@ describe('outbox lease proof', () => {
     // Replays that fail again keep it dead, move its dead time, and announce nothing new.
     for (let replay = 0; replay < 2; replay++) {
       const previousDeadAt = (await row(id))!.dead_at as Date;
-      const [again] = await claim(10, { types: ['member.invited'], deadRetryMs: 0 });
+      const [again] = await claim(10, { types: ['member.invited'] });
       expect(again.deadAt).toEqual(previousDeadAt);
       expect(await fail(again.attempts)).toEqual({ settled: [id], stale: [], newlyDead: [] });
       const after = await row(id);
       expect(after!.dead_at.getTime()).toBeGreaterThan(previousDeadAt.getTime());
+      expect(after!.next_attempt_at).toEqual(after!.dead_at);
       expect(after!.dispatched_at).toBeNull();
     }
     expect(await deadEvents()).toHaveLength(1);
@@ -494,7 +551,7 @@ describe('outbox lease proof', () => {
             retryDelayMs: 0,
           },
         ],
-        { maxAttempts: 1 },
+        { maxAttempts: 1, deadRetryMs: HOUR },
       ),
     );
     expect(outcome.newlyDead).toEqual([id]);
@@ -505,6 +562,7 @@ describe('outbox lease proof', () => {
   it('12. a dead row is claimed again only after the dead retry delay, by the same claim statement', async () => {
     const [deadId] = await enqueue(event({ type: 'dead.one' }));
     const [claimed] = await claim();
+    const deadRetryMs = 500;
     value(
       await repo.markFailed(
         [
@@ -517,30 +575,40 @@ describe('outbox lease proof', () => {
             retryDelayMs: 0,
           },
         ],
-        { maxAttempts: 1 },
+        { maxAttempts: 1, deadRetryMs },
       ),
     );
-    const deadAt = (await row(deadId))!.dead_at as Date;
+    const dead = (await row(deadId))!;
+    const deadAt = dead.dead_at as Date;
+    // The replay time is written with the dead time, from the same SQL clock reading.
+    expect(dead.next_attempt_at.getTime()).toBe(deadAt.getTime() + deadRetryMs);
+    expect(dead.lease_expires_at).toBeNull();
     const [liveId] = await enqueue(event({ type: 'live.one' }));
-    const deadRetryMs = 500;
 
     // One claim returns the live row (and the announcement) but not the resting dead row.
-    const first = await claim(10, { deadRetryMs });
+    const first = await claim(10);
     expect(first.map((r) => r.id)).toContain(liveId);
     expect(first.map((r) => r.id)).not.toContain(deadId);
 
     let replay: OutboxRecord[] = [];
-    await waitFor(async () => (replay = await claim(10, { deadRetryMs })).length > 0);
+    await waitFor(async () => (replay = await claim(10)).length > 0);
     expect(replay.map((r) => r.id)).toEqual([deadId]);
     expect(replay[0].deadAt).toEqual(deadAt);
     expect(replay[0].attempts).toBe(2);
     expect((await sqlNow()).getTime()).toBeGreaterThanOrEqual(deadAt.getTime() + deadRetryMs);
+    // Under its replay lease it is not due again until the lease ends.
+    expect((await row(deadId))!.next_attempt_at).toEqual(replay[0].leaseExpiresAt);
+    expect(await claim(10)).toEqual([]);
   });
 
   it('12b. dead replays get half the batch at most while live rows wait, none of a claim of one, and whatever live rows leave', async () => {
     const deadIds = await enqueue(...Array.from({ length: 4 }, () => event({ type: 'dead.one' })));
+    // Dead two hours ago, replay due for the last hour.
     await sql.query(
-      `UPDATE outbox_event SET dead_at = now() - interval '2 hours', attempts = 3 WHERE id = ANY ($1)`,
+      `UPDATE outbox_event
+       SET dead_at = now() - interval '2 hours', next_attempt_at = now() - interval '1 hour',
+           attempts = 3
+       WHERE id = ANY ($1)`,
       [deadIds],
     );
     const liveIds = await enqueue(...Array.from({ length: 4 }, () => event()));
@@ -572,12 +640,12 @@ describe('outbox lease proof', () => {
             retryDelayMs: 0,
           },
         ],
-        { maxAttempts: 1 },
+        { maxAttempts: 1, deadRetryMs: 0 },
       ),
     );
-    expect(value(await repo.pendingState({ deadRetryMs: HOUR, types: ['replayed'] })).dead).toBe(1);
+    expect(value(await repo.pendingState({ types: ['replayed'] })).dead).toBe(1);
 
-    const [replay] = await claim(10, { types: ['replayed'], deadRetryMs: 0 });
+    const [replay] = await claim(10, { types: ['replayed'] });
     expect(replay.deliveries).toEqual({ a: expect.any(String) });
     expect(
       value(await repo.markDelivered([{ id, attempts: replay.attempts, handlers: ['b'] }])),
@@ -586,9 +654,9 @@ describe('outbox lease proof', () => {
       stale: [],
     });
 
-    const state = value(await repo.pendingState({ deadRetryMs: 0, types: ['replayed'] }));
+    const state = value(await repo.pendingState({ types: ['replayed'] }));
     expect(state).toMatchObject({ dead: 0, due: 0, retrying: 0, inFlight: 0, nextDueInMs: null });
-    expect(await claim(10, { types: ['replayed'], deadRetryMs: 0 })).toEqual([]);
+    expect(await claim(10, { types: ['replayed'] })).toEqual([]);
     const delivered = await row(id);
     expect(delivered!.dispatched_at).toBeInstanceOf(Date);
     expect(delivered!.last_error).toBeNull();
@@ -620,20 +688,28 @@ describe('outbox lease proof', () => {
   });
 
   it('16. pendingState reports the next due delay, the wait of the oldest due row and counts by state; rows in backoff are not lag', async () => {
-    expect(value(await repo.pendingState({ deadRetryMs: HOUR }))).toEqual({
+    const empty = {
       due: 0,
       retrying: 0,
       inFlight: 0,
-      overdue: 0,
+      expiredLeases: 0,
       dead: 0,
       nextDueInMs: null,
       oldestDueWaitMs: null,
-    });
+    };
+    expect(value(await repo.pendingState())).toEqual({ ...empty, countLimit: 1000 });
+    expect(value(await repo.exactState({}))).toEqual({ ...empty, countLimit: null });
+    expect(value(await repo.nextDue({}))).toBeNull();
 
+    // Each row as the outbox's statements leave it: a failed one resting for 30 s, one claimed
+    // with a lease (and so a due time) 20 s ahead, a dead one whose replay is 10 minutes away.
     const [retrying, leased, dead, delivered] = await enqueue(event(), event(), event(), event());
     await sql.query(
       `UPDATE outbox_event SET
-         next_attempt_at = CASE id WHEN $1::uuid THEN now() + interval '30 seconds' ELSE next_attempt_at END,
+         next_attempt_at = CASE id WHEN $1::uuid THEN now() + interval '30 seconds'
+                                   WHEN $2::uuid THEN now() + interval '20 seconds'
+                                   WHEN $3::uuid THEN now() + interval '10 minutes'
+                                   ELSE next_attempt_at END,
          occurred_at = CASE id WHEN $1::uuid THEN now() - interval '10 days'
                                WHEN $2::uuid THEN now() - interval '5 minutes'
                                WHEN $4::uuid THEN now() - interval '1 day' ELSE occurred_at END,
@@ -644,40 +720,136 @@ describe('outbox lease proof', () => {
       [retrying, leased, dead, delivered],
     );
 
-    // Dead row due in 10 minutes, leased row in 20 s, retrying row in 30 s; nothing is due, so
-    // there is no lag although the retrying row occurred ten days ago.
-    let state = value(await repo.pendingState({ deadRetryMs: HOUR }));
+    // The leased row is due first, in 20 s; nothing is due, so there is no lag although the
+    // retrying row occurred ten days ago.
+    let state = value(await repo.pendingState());
     expect(state).toMatchObject({
       due: 0,
       retrying: 1,
       inFlight: 1,
-      overdue: 0,
+      expiredLeases: 0,
       dead: 1,
       oldestDueWaitMs: null,
+      countLimit: 1000,
     });
     expect(state.nextDueInMs).toBeGreaterThan(19_000);
     expect(state.nextDueInMs).toBeLessThanOrEqual(20_000);
+    const nextDue = value(await repo.nextDue());
+    expect(nextDue).toBeGreaterThan(19_000);
+    expect(nextDue).toBeLessThanOrEqual(20_000);
 
-    // With a short dead retry the dead row is already due.
-    expect(value(await repo.pendingState({ deadRetryMs: 60_000 })).nextDueInMs).toBe(0);
+    // A dead row whose replay time came makes the next due delay 0, and is still not lag.
+    await sql.query(
+      `UPDATE outbox_event SET next_attempt_at = now() - interval '1 minute' WHERE id = $1`,
+      [dead],
+    );
+    state = value(await repo.pendingState());
+    expect(state).toMatchObject({ nextDueInMs: 0, oldestDueWaitMs: null, dead: 1 });
+    expect(value(await repo.nextDue())).toBe(0);
 
-    // A row due for 3 minutes, and one whose lease ended 2 minutes ago without a settle.
+    // A row due for 3 minutes, and one whose lease ended 2 minutes ago without a settle (due
+    // again since its lease end).
     const [waiting, stalled] = await enqueue(event(), event());
     await sql.query(
       `UPDATE outbox_event SET
          next_attempt_at = now() - CASE id WHEN $1::uuid THEN interval '3 minutes'
-                                           ELSE interval '10 minutes' END,
+                                           ELSE interval '2 minutes' END,
          lease_expires_at = CASE id WHEN $2::uuid THEN now() - interval '2 minutes' END,
          attempts = CASE id WHEN $2::uuid THEN 1 ELSE attempts END
        WHERE id IN ($1, $2)`,
       [waiting, stalled],
     );
-    state = value(await repo.pendingState({ deadRetryMs: HOUR }));
-    expect(state).toMatchObject({ due: 1, retrying: 1, inFlight: 1, overdue: 1, dead: 1 });
-    expect(state.nextDueInMs).toBe(0);
+    const counts = { due: 1, retrying: 1, inFlight: 1, expiredLeases: 1, dead: 1 };
+    state = value(await repo.pendingState());
+    expect(state).toMatchObject({ ...counts, nextDueInMs: 0, countLimit: 1000 });
     expect(state.oldestDueWaitMs).toBeGreaterThanOrEqual(180_000);
     // Loose above: the UPDATE and this read are separate statements on a possibly loaded machine.
     expect(state.oldestDueWaitMs).toBeLessThan(240_000);
+
+    // The exact query agrees.
+    const exact = value(await repo.exactState());
+    expect(exact).toMatchObject({ ...counts, nextDueInMs: 0, countLimit: null });
+    expect(exact.oldestDueWaitMs).toBeGreaterThanOrEqual(180_000);
+    expect(exact.oldestDueWaitMs).toBeLessThan(240_000);
+
+    // The types filter applies to every figure.
+    const [other] = await enqueue(event({ type: 'org.created' }));
+    expect(value(await repo.pendingState({ types: ['org.created'] }))).toMatchObject({
+      due: 1,
+      retrying: 0,
+      inFlight: 0,
+      expiredLeases: 0,
+      dead: 0,
+      nextDueInMs: 0,
+    });
+    await sql.query(
+      `UPDATE outbox_event SET next_attempt_at = now() + interval '1 hour' WHERE id = $1`,
+      [other],
+    );
+    const filtered = value(await repo.pendingState({ types: ['org.created'] }));
+    expect(filtered).toMatchObject({ due: 0, retrying: 1, oldestDueWaitMs: null });
+    expect(filtered.nextDueInMs).toBeGreaterThan(3_500_000);
+    const filteredNextDue = value(await repo.nextDue({ types: ['org.created'] }));
+    expect(filteredNextDue).toBeGreaterThan(3_500_000);
+    expect(filteredNextDue).toBeLessThanOrEqual(3_600_000);
+    expect(value(await repo.nextDue({ types: ['no.such.type'] }))).toBeNull();
+  });
+
+  it('16b. pendingState counts stop at countLimit, and say so; exactState counts them all', async () => {
+    // Five rows in each state, as the outbox's statements leave them.
+    await sql.query(
+      `INSERT INTO outbox_event
+         (id, type, aggregate_type, aggregate_id, payload, attempts,
+          next_attempt_at, lease_expires_at, dead_at)
+       SELECT gen_random_uuid(), 'bulk', 'bulk', g::text, '{}'::jsonb,
+              CASE state WHEN 'due' THEN 0 ELSE 1 END,
+              CASE state WHEN 'due' THEN now() - interval '1 minute'
+                         WHEN 'retrying' THEN now() + interval '1 hour'
+                         WHEN 'in_flight' THEN now() + interval '1 minute'
+                         WHEN 'expired' THEN now() - interval '2 minutes'
+                         WHEN 'dead' THEN now() + interval '6 hours' END,
+              CASE state WHEN 'in_flight' THEN now() + interval '1 minute'
+                         WHEN 'expired' THEN now() - interval '2 minutes' END,
+              CASE state WHEN 'dead' THEN now() END
+       FROM unnest(ARRAY['due', 'retrying', 'in_flight', 'expired', 'dead']) AS state,
+            generate_series(1, 5) AS g`,
+    );
+    const five = { due: 5, retrying: 5, inFlight: 5, expiredLeases: 5, dead: 5 };
+
+    expect(value(await repo.pendingState({ countLimit: 3 }))).toMatchObject({
+      due: 3,
+      retrying: 3,
+      inFlight: 3,
+      expiredLeases: 3,
+      dead: 3,
+      countLimit: 3,
+      nextDueInMs: 0,
+    });
+    expect(value(await repo.pendingState({ countLimit: 5 }))).toMatchObject({
+      ...five,
+      countLimit: 5,
+    });
+    expect(value(await repo.pendingState())).toMatchObject({ ...five, countLimit: 1000 });
+    expect(value(await repo.exactState())).toMatchObject({ ...five, countLimit: null });
+    // Six leases in flight and four retrying rows share the range beyond now(); the cap applies
+    // to what remains once the leases are taken out.
+    await sql.query(
+      `UPDATE outbox_event
+       SET lease_expires_at = next_attempt_at
+       WHERE id = (SELECT id FROM outbox_event
+                   WHERE lease_expires_at IS NULL AND dead_at IS NULL
+                     AND next_attempt_at > now()
+                   LIMIT 1)`,
+    );
+    expect(value(await repo.pendingState({ countLimit: 4 }))).toMatchObject({
+      retrying: 4,
+      inFlight: 4,
+    });
+    expect(value(await repo.pendingState({ countLimit: 6 }))).toMatchObject({
+      retrying: 4,
+      inFlight: 6,
+    });
+    await expect(repo.pendingState({ countLimit: 0 })).rejects.toThrow(RangeError);
   });
 
   it('17. the sweep removes delivered rows past the cutoff and keeps newer delivered, live and dead rows', async () => {
@@ -725,7 +897,7 @@ describe('outbox lease proof', () => {
     try {
       // An open claim holding one live row, and an open sweep holding two expired rows.
       await claimer.query('BEGIN');
-      const held = await claimer.query(CLAIM, [1, 60_000, HOUR, null]);
+      const held = await claimer.query(CLAIM, [1, 60_000, null]);
       expect(held.rows.map((r) => r.id)).toEqual([live[0]]);
       await sweeper.query('BEGIN');
       await sweeper.query(
@@ -746,7 +918,7 @@ describe('outbox lease proof', () => {
     }
   });
 
-  it('19. with 100,000 delivered rows and 100 live rows, the claim plan reads the pending partial index', async () => {
+  it('19. with 100,000 delivered rows and 100 live rows, the claim plan reads the due indexes', async () => {
     await sql.query(
       `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, dispatched_at, occurred_at)
        SELECT gen_random_uuid(), 'bulk.delivered', 'bulk', g::text, '{}'::jsonb,
@@ -756,14 +928,18 @@ describe('outbox lease proof', () => {
     await enqueue(...Array.from({ length: 100 }, (_, i) => event({ aggregateId: `live-${i}` })));
     await sql.query('ANALYZE outbox_event');
 
-    const { rows } = await sql.query(`EXPLAIN (FORMAT JSON) ${CLAIM}`, [100, 60_000, HOUR, null]);
-    const scans = planNodes(rows[0]['QUERY PLAN'][0].Plan).filter(
-      (node) => node['Relation Name'] === 'outbox_event',
-    );
-    const plan = JSON.stringify(scans.map((n) => [n['Node Type'], n['Index Name']]));
-    expect(scans.filter((n) => n['Node Type'] === 'Seq Scan')).toEqual([]);
-    expect(scans.map((n) => n['Index Name'])).toContain('outbox_event_pending_idx');
-    expect(plan).toContain('outbox_event_dead_idx');
+    for (const types of [null, ['invoice.paid', 'member.invited']]) {
+      const { rows } = await sql.query(`EXPLAIN (FORMAT JSON) ${CLAIM}`, [100, 60_000, types]);
+      const nodes = planNodes(rows[0]['QUERY PLAN'][0].Plan);
+      expect(nodes.filter((n) => n['Node Type'] === 'Seq Scan')).toEqual([]);
+      // The due indexes pick the rows; the primary key is how the update reaches them.
+      const indexes = new Set(nodes.flatMap((n) => n['Index Name'] ?? []));
+      expect([...indexes].sort()).toEqual([
+        'outbox_event_dead_due_idx',
+        'outbox_event_due_idx',
+        'outbox_event_pkey',
+      ]);
+    }
     expect((await claim(100)).length).toBe(100);
   });
 
@@ -785,7 +961,7 @@ describe('outbox lease proof', () => {
             retryDelayMs: 0,
           },
         ],
-        { maxAttempts: 1 },
+        { maxAttempts: 1, deadRetryMs: HOUR },
       ),
     );
     const stored = (await row(id))!.last_error as string;
@@ -812,6 +988,10 @@ describe('outbox lease proof: shutdown', () => {
     );
     expect(outcome).toEqual({ settled: [given], stale: [kept] });
     expect(await row(given)).toMatchObject({ attempts: 0, lease_expires_at: null });
+    // Due again at once, not when the lease would have ended.
+    expect((await row(given))!.next_attempt_at.getTime()).toBeLessThanOrEqual(
+      (await sqlNow()).getTime(),
+    );
     expect((await row(kept))!.lease_expires_at).toEqual(reclaimed.leaseExpiresAt);
     expect((await claim()).map((r) => [r.id, r.attempts])).toEqual([[given, 1]]);
   });

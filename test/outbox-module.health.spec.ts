@@ -146,8 +146,11 @@ describe('OutboxHealthIndicator over HTTP', () => {
       due: 0,
       retrying: 2,
       inFlight: 0,
-      overdue: 0,
+      expiredLeases: 0,
       dead: 1,
+      countLimit: 1000,
+      slots: { size: 20, busy: 0, overdue: 0 },
+      settleFailure: null,
       lastDrainAt: expect.any(String),
     });
     expect(new Date(outbox.lastDrainAt).getTime()).toBe(dispatcher.lastDrainAt?.getTime());

@@ -34,7 +34,7 @@ class Ledger {
 
 let db: TestDatabase;
 let sql: Client;
-let pendingState: jest.SpiedFunction<OutboxRepository['pendingState']>;
+let pendingState: jest.SpiedFunction<OutboxRepository['nextDue']>;
 const cleanups: Array<() => Promise<void>> = [];
 
 beforeAll(async () => {
@@ -44,8 +44,8 @@ beforeAll(async () => {
 
 beforeEach(async () => {
   await sql.query('TRUNCATE outbox_event');
-  // Every pendingState call of the dispatcher, so a test can wait until its drain is over.
-  pendingState = jest.spyOn(OutboxRepository.prototype, 'pendingState');
+  // Every next-due probe of the dispatcher, so a test can wait until its drain is over.
+  pendingState = jest.spyOn(OutboxRepository.prototype, 'nextDue');
 });
 
 afterEach(async () => {
@@ -113,7 +113,7 @@ function mark(dispatcher: OutboxDispatcher): Mark {
 }
 
 /**
- * Waits until the dispatcher has finished a drain after `since`, asked pendingState for its
+ * Waits until the dispatcher has finished a drain after `since`, probed the next due time for its
  * next delay and planned its next wake. With nothing due that wake is the ten-minute poll, so
  * from here on only a NOTIFY or a reconnect wakes it.
  */
@@ -126,7 +126,7 @@ async function untilAsleep(what: string, dispatcher: OutboxDispatcher, since: Ma
       pendingState.mock.calls.length > since.pendingStateCalls
     );
   });
-  // Once pendingState has answered, the dispatcher only plans its timer.
+  // Once the probe has answered, the dispatcher only plans its timer.
   await Promise.allSettled(pendingState.mock.results.map((result) => result.value as unknown));
   await new Promise((resolve) => setImmediate(resolve));
 }

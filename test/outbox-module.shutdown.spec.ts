@@ -201,7 +201,7 @@ describe('OutboxModule shutdown', () => {
     expect(hungHandlerReturned).toBe(false);
   });
 
-  it('close() releases claimed events whose handlers never started and settles the running one', async () => {
+  it('claims only what its free slots can start; close() settles the running event and leaves the rest untouched for others', async () => {
     const gate = hold();
     behaviour = () => (calls.length === 1 ? gate.promise : undefined);
     const app = await start({ concurrency: 1, shutdownGraceMs: 10_000 });
@@ -209,15 +209,15 @@ describe('OutboxModule shutdown', () => {
     const ids = await emit(app, ['m-1', 'm-2', 'm-3']);
     await eventually('the first handler is running', () => calls.length === 1);
 
-    // One claim took all three; only the first has a handler running.
-    for (const id of ids) {
-      const claimed = await row(id);
-      expect(claimed.attempts).toBe(1);
-      expect(claimed.leased).toBe(true);
-    }
+    // One slot: one event claimed; the others wait unleased, free for another instance.
     const runningId = calls[0].event.id;
-    const unstartedIds = ids.filter((id) => id !== runningId);
-    expect(unstartedIds).toHaveLength(2);
+    const waitingIds = ids.filter((id) => id !== runningId);
+    expect(waitingIds).toHaveLength(2);
+    expect(await row(runningId)).toMatchObject({ attempts: 1, leased: true });
+    for (const id of waitingIds) {
+      expect(await row(id)).toMatchObject({ attempts: 0, lease_expires_at: null, due: true });
+    }
+    expect(dispatcher.slots).toEqual({ size: 1, busy: 1, overdue: 0 });
 
     const closing = close(app);
     await eventually('the dispatcher is stopping', () => dispatcher.state === 'stopping');
@@ -229,40 +229,38 @@ describe('OutboxModule shutdown', () => {
     expect(settled.dispatched_at).toBeInstanceOf(Date);
     expect(settled.lease_expires_at).toBeNull();
     expect(settled.attempts).toBe(1);
-    for (const id of unstartedIds) {
-      const released = await row(id);
-      expect(released.lease_expires_at).toBeNull();
-      expect(released.attempts).toBe(0);
-      expect(released.dispatched_at).toBeNull();
-      expect(released.dead_at).toBeNull();
-      expect(released.last_error).toBeNull();
-      expect(released.due).toBe(true);
+    for (const id of waitingIds) {
+      const waiting = await row(id);
+      expect(waiting.lease_expires_at).toBeNull();
+      expect(waiting.attempts).toBe(0);
+      expect(waiting.dispatched_at).toBeNull();
+      expect(waiting.dead_at).toBeNull();
+      expect(waiting.last_error).toBeNull();
+      expect(waiting.due).toBe(true);
     }
   });
 
-  it('released events wake an idle instance at once, long before the lease they had would have ended', async () => {
+  it('a peer takes the events a busy instance has no free slot for, long before any lease or poll would wake it', async () => {
     const gate = hold();
     behaviour = () => (calls.length === 1 ? gate.promise : undefined);
-    // A lease and a poll far beyond the 20 s `eventually` bound: only a NOTIFY can wake the peer.
+    // A lease and a poll far beyond the 20 s `eventually` bound: only claims by free slots count.
     const options = { concurrency: 1, leaseMs: 120_000, pollIntervalMs: 120_000 };
     const first = await start(options);
     const ids = await emit(first, ['m-1', 'm-2', 'm-3']);
     await eventually('the first handler is running', () => calls.length === 1);
     const runningId = calls[0].event.id;
 
-    const second = await start(options);
-    const peer = second.get(OutboxDispatcher);
-    // The peer found every event leased and now sleeps until the leases would end.
-    await eventually('the peer finished a drain', () => peer.lastDrainAt !== null);
+    await start(options);
+    const waitingIds = ids.filter((id) => id !== runningId);
+    await eventually('the peer delivers the events the busy instance left', async () =>
+      (await Promise.all(waitingIds.map(row))).every((r) => r.dispatched_at !== null),
+    );
+    // The first instance still holds its one event: nobody waited for it.
+    expect((await row(runningId)).dispatched_at).toBeNull();
 
     const closing = close(first);
     gate.resolve();
     await closing;
-
-    const unstartedIds = ids.filter((id) => id !== runningId);
-    await eventually('the peer delivers the released events', async () =>
-      (await Promise.all(unstartedIds.map(row))).every((r) => r.dispatched_at !== null),
-    );
     expect(calls.map((c) => c.event.id).sort()).toEqual([...ids].sort());
   });
 

@@ -9,6 +9,7 @@ import {
   OutboxRepository,
   OutboxStoreError,
   OutboxTransactionRequiredError,
+  resolveOutboxOptions,
   type NewOutboxEvent,
 } from '@app/outbox';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
@@ -183,7 +184,12 @@ describe('OutboxRepository.enqueue refuses what the store cannot hold as given',
   let publisher: OutboxPublisher;
   beforeAll(() => {
     // onModuleInit is not called: emit is given its manager, so the ModuleRef is never used.
-    publisher = new OutboxPublisher(repo, undefined as unknown as ModuleRef);
+    publisher = new OutboxPublisher(
+      repo,
+      undefined as unknown as ModuleRef,
+      resolveOutboxOptions({}),
+      db.dataSource,
+    );
   });
 
   /** Runs `attempt` in a transaction that then enqueues `good` and commits; returns what it threw. */
@@ -306,7 +312,7 @@ describe('OutboxRepository store failures', () => {
     await runner.connect();
     await runner.query(`ALTER TABLE outbox_event RENAME TO outbox_event_away`);
     try {
-      const claim = await repo.claim({ limit: 10, leaseMs: 1000, deadRetryMs: 1000 });
+      const claim = await repo.claim({ limit: 10, leaseMs: 1000 });
       expect(claim.ok).toBe(false);
       if (claim.ok) return;
       expect(claim.error).toBeInstanceOf(OutboxStoreError);
@@ -315,8 +321,13 @@ describe('OutboxRepository store failures', () => {
         'Outbox claim failed: relation "outbox_event" does not exist',
       );
 
-      const pending = await repo.pendingState({ deadRetryMs: 1000 });
-      expect(pending).toMatchObject({ ok: false, error: { operation: 'pendingState' } });
+      for (const [operation, result] of [
+        ['pendingState', await repo.pendingState()],
+        ['exactState', await repo.exactState()],
+        ['nextDue', await repo.nextDue()],
+      ] as const) {
+        expect(result).toMatchObject({ ok: false, error: { operation, code: '42P01' } });
+      }
       const sweep = await repo.sweep({ retentionMs: 1000, batchSize: 10 });
       expect(sweep).toMatchObject({ ok: false, error: { operation: 'sweep' } });
     } finally {

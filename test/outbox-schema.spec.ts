@@ -66,18 +66,21 @@ describe('outbox schema', () => {
     expect(primaryKey).toEqual([{ definition: 'PRIMARY KEY (id)' }]);
   });
 
-  it('creates the three partial indexes the claim and the sweeps rely on', async () => {
+  it('creates the partial indexes the claim, the plans and the sweep rely on', async () => {
     // Full definitions, so a lost WHERE clause or a reordered key fails, not just a missing name.
     expect(await migratedIndexes(db.dataSource, OUTBOX_TABLE)).toEqual({
-      outbox_event_dead_idx:
-        'CREATE INDEX outbox_event_dead_idx ON outbox_event USING btree (dead_at, id) ' +
+      outbox_event_dead_due_idx:
+        'CREATE INDEX outbox_event_dead_due_idx ON outbox_event USING btree (next_attempt_at, id) ' +
         'WHERE ((dispatched_at IS NULL) AND (dead_at IS NOT NULL))',
       outbox_event_dispatched_idx:
         'CREATE INDEX outbox_event_dispatched_idx ON outbox_event USING btree (dispatched_at) ' +
         'WHERE (dispatched_at IS NOT NULL)',
-      outbox_event_pending_idx:
-        'CREATE INDEX outbox_event_pending_idx ON outbox_event USING btree (occurred_at, id) ' +
+      outbox_event_due_idx:
+        'CREATE INDEX outbox_event_due_idx ON outbox_event USING btree (next_attempt_at, id) ' +
         'WHERE ((dispatched_at IS NULL) AND (dead_at IS NULL))',
+      outbox_event_leased_idx:
+        'CREATE INDEX outbox_event_leased_idx ON outbox_event USING btree (lease_expires_at) ' +
+        'WHERE ((dispatched_at IS NULL) AND (lease_expires_at IS NOT NULL))',
     });
   });
 

@@ -27,6 +27,14 @@ interface RegisteredHandler {
   location: string;
 }
 
+/** The handlers of one event, started: see `EventDispatcher.execute`. */
+export interface HandlerRun {
+  /** One outcome per handler, each at its end or when its budget is spent. */
+  outcomes: Promise<HandlerOutcome[]>;
+  /** Every handler has really returned (or thrown), budget or not. */
+  ended: Promise<void>;
+}
+
 export interface DeliverOptions {
   /** The event's attempt number, passed to handlers. */
   attempt: number;
@@ -104,10 +112,30 @@ export class EventDispatcher {
     alreadyDelivered: Readonly<Record<string, unknown>>,
     options: DeliverOptions,
   ): Promise<HandlerOutcome[]> {
+    return this.execute(event, alreadyDelivered, options).outcomes;
+  }
+
+  /**
+   * Starts the handlers `deliver` would run and reports on them twice: `outcomes` as soon as
+   * each has ended or spent its budget (what gets settled), `ended` once every one of them has
+   * really returned. A handler past its budget that ignores its AbortSignal is still running
+   * between the two; the engine keeps its slot busy until `ended`, so a hung downstream cannot
+   * pile up more concurrent work than the slots allow.
+   */
+  execute(
+    event: OutboxEvent,
+    alreadyDelivered: Readonly<Record<string, unknown>>,
+    options: DeliverOptions,
+  ): HandlerRun {
     const handlers = this.handlersFor(event.type);
     if (handlers.length === 0) this.reportUnhandled(event.type);
-    const remaining = handlers.filter((h) => !Object.hasOwn(alreadyDelivered, h.name));
-    return Promise.all(remaining.map((handler) => this.run(handler, event, options)));
+    const runs = handlers
+      .filter((h) => !Object.hasOwn(alreadyDelivered, h.name))
+      .map((handler) => this.run(handler, event, options));
+    return {
+      outcomes: Promise.all(runs.map((r) => r.outcome)),
+      ended: Promise.all(runs.map((r) => r.ended)).then(() => undefined),
+    };
   }
 
   private reportUnhandled(type: string): void {
@@ -130,13 +158,34 @@ export class EventDispatcher {
     return candidates.find((h) => h.name === name);
   }
 
-  private async run(
+  private run(
     handler: RegisteredHandler,
     event: OutboxEvent,
     options: DeliverOptions,
-  ): Promise<HandlerOutcome> {
+  ): { outcome: Promise<HandlerOutcome>; ended: Promise<void> } {
     // One controller per run: the budget timer and the dispatcher's abandon both abort it.
     const controller = new AbortController();
+    const context = {
+      handlerName: handler.name,
+      attempt: options.attempt,
+      signal: controller.signal,
+      idempotencyKey: `${handler.name}:${event.id}`,
+    };
+    // The executor turns a synchronous throw into a rejection, contained like any other.
+    const running = new Promise<unknown>((resolve) => resolve(handler.handle(event, context)));
+    const ended = running.then(
+      () => undefined,
+      () => undefined,
+    );
+    return { outcome: this.race(handler.name, running, controller, options.signal), ended };
+  }
+
+  private async race(
+    handlerName: string,
+    running: Promise<unknown>,
+    controller: AbortController,
+    abandon: AbortSignal | undefined,
+  ): Promise<HandlerOutcome> {
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<'timeout'>((resolve) => {
       timer = setTimeout(() => resolve('timeout'), this.budgetMs);
@@ -144,32 +193,23 @@ export class EventDispatcher {
     let onAbandon: (() => void) | undefined;
     const abandoned = new Promise<'abandoned'>((resolve) => {
       onAbandon = () => resolve('abandoned');
-      if (options.signal?.aborted) onAbandon();
-      options.signal?.addEventListener('abort', onAbandon, { once: true });
+      if (abandon?.aborted) onAbandon();
+      abandon?.addEventListener('abort', onAbandon, { once: true });
     });
-    const context = {
-      handlerName: handler.name,
-      attempt: options.attempt,
-      signal: controller.signal,
-      idempotencyKey: `${handler.name}:${event.id}`,
-    };
     try {
-      // The executor turns a synchronous throw into a rejection, contained like any other.
-      const running = new Promise<unknown>((resolve) => resolve(handler.handle(event, context)));
       const result = await Promise.race([running.then(() => 'done' as const), timedOut, abandoned]);
-      if (result === 'done') return { handlerName: handler.name, ok: true };
+      if (result === 'done') return { handlerName, ok: true };
       const error =
         result === 'timeout'
-          ? new OutboxHandlerTimeoutError(handler.name, this.budgetMs)
-          : ((options.signal?.reason as unknown) ?? new Error('abandoned'));
+          ? new OutboxHandlerTimeoutError(handlerName, this.budgetMs)
+          : ((abandon?.reason as unknown) ?? new Error('abandoned'));
       controller.abort(error);
-      running.catch(() => undefined); // its late failure has nobody left to tell
-      return { handlerName: handler.name, ok: false, error, timedOut: result === 'timeout' };
+      return { handlerName, ok: false, error, timedOut: result === 'timeout' };
     } catch (error) {
-      return { handlerName: handler.name, ok: false, error, timedOut: false };
+      return { handlerName, ok: false, error, timedOut: false };
     } finally {
       clearTimeout(timer);
-      if (onAbandon) options.signal?.removeEventListener('abort', onAbandon);
+      if (onAbandon) abandon?.removeEventListener('abort', onAbandon);
     }
   }
 }

@@ -12,15 +12,19 @@ export { OnOutboxEvent } from './outbox.decorators';
 export {
   EventDispatcher,
   type DeliverOptions,
+  type HandlerRun,
   type OutboxHandlerRegistration,
 } from './event-dispatcher';
 export { OutboxPublisher, type EmitOptions, type EmitResultOptions } from './outbox.publisher';
 export {
   OutboxDispatcher,
   SHUTDOWN_MARGIN_MS,
+  type DrainReport,
   type OutboxDispatcherState,
+  type OutboxSlots,
 } from './outbox.dispatcher';
-export { OutboxRelay, type DrainReport, type DrainSignals } from './outbox.relay';
+export type { SettleFailure, SettleResult } from './outbox-completer';
+
 export { OutboxHealthIndicator, type OutboxHealthOptions } from './outbox.health';
 export { OutboxRetentionSweeper, OUTBOX_RETENTION_JOB } from './outbox-retention.sweeper';
 export { PgListener, type PgListenerOptions, type PgListenerState } from './pg-listener';
@@ -36,8 +40,13 @@ export type {
 // Storage
 export { OutboxEventEntity, OUTBOX_ENTITIES } from './outbox-event.entity';
 export { CreateOutboxEvent1764400000000 } from './migrations/1764400000000-create-outbox-event';
+export { OutboxDueIndex1765000000000 } from './migrations/1765000000000-outbox-due-index';
 export { OUTBOX_MIGRATIONS } from './migrations';
-export { OutboxRepository, type OutboxRepositoryOptions } from './outbox.repository';
+export {
+  OutboxRepository,
+  type EnqueueOptions,
+  type OutboxRepositoryOptions,
+} from './outbox.repository';
 export type {
   ClaimOptions,
   EnqueuedEvent,
@@ -52,6 +61,7 @@ export type {
   PendingStateOptions,
   SettleOutcome,
   SweepOptions,
+  TypeFilterOptions,
 } from './outbox-event.types';
 export type { OutboxResult } from './outbox.result';
 

@@ -8,11 +8,14 @@ import { OUTBOX_TABLE } from './outbox.constants';
  */
 @Entity({ name: OUTBOX_TABLE })
 @Check('outbox_event_deliveries_is_object', `jsonb_typeof(deliveries) = 'object'`)
-@Index('outbox_event_pending_idx', ['occurredAt', 'id'], {
+@Index('outbox_event_due_idx', ['nextAttemptAt', 'id'], {
   where: 'dispatched_at IS NULL AND dead_at IS NULL',
 })
-@Index('outbox_event_dead_idx', ['deadAt', 'id'], {
+@Index('outbox_event_dead_due_idx', ['nextAttemptAt', 'id'], {
   where: 'dispatched_at IS NULL AND dead_at IS NOT NULL',
+})
+@Index('outbox_event_leased_idx', ['leaseExpiresAt'], {
+  where: 'dispatched_at IS NULL AND lease_expires_at IS NOT NULL',
 })
 @Index('outbox_event_dispatched_idx', ['dispatchedAt'], { where: 'dispatched_at IS NOT NULL' })
 export class OutboxEventEntity {

@@ -43,8 +43,11 @@ export interface ClaimOptions {
   limit: number;
   /** How long the claim holds each row before another relay may take it. */
   leaseMs: number;
-  /** How long a dead row rests before it is replayed. */
-  deadRetryMs: number;
+  /**
+   * @deprecated Unused: a dead row's replay time is stored when it fails (see
+   * `MarkFailedOptions.deadRetryMs`), and the claim takes it from there.
+   */
+  deadRetryMs?: number;
   /** Only these event types (a dedicated worker pool); all types when absent. */
   types?: readonly string[];
 }
@@ -70,6 +73,8 @@ export interface FailedSettle extends DeliveredSettle {
 export interface MarkFailedOptions {
   /** Attempts after which a live row becomes dead. */
   maxAttempts: number;
+  /** How long a row that is or becomes dead rests before its next replay. */
+  deadRetryMs: number;
 }
 
 export interface SettleOutcome {
@@ -84,6 +89,7 @@ export interface FailOutcome extends SettleOutcome {
   newlyDead: string[];
 }
 
+/** Counts by state and timings of the unsettled rows; see `OutboxRepository.pendingState`. */
 export interface PendingState {
   /** Milliseconds until the next row is due (0 when one is due now); null when nothing waits. */
   nextDueInMs: number | null;
@@ -92,21 +98,42 @@ export interface PendingState {
    * null when none is due. Events resting in backoff are not lag.
    */
   oldestDueWaitMs: number | null;
-  /** Live events ready to be claimed now. */
+  /** Live events ready to be claimed now (never claimed, or retry time reached, or given back). */
   due: number;
   /** Live events resting until their next attempt (after a failure). */
   retrying: number;
   /** Live events under a lease: a relay is running their handlers. */
   inFlight: number;
-  /** Live events whose lease ended without a settle (a relay crashed or stalled). */
-  overdue: number;
+  /**
+   * Live events whose lease ended without a settle (a relay crashed or stalled); claimable
+   * again, and not counted in `due`.
+   */
+  expiredLeases: number;
   /** Events that ran out of attempts; replayed every `deadRetryMs`. */
   dead: number;
+  /**
+   * The cap each count was read with: a count equal to it means "at least this many". Null when
+   * the counts are exact (`exactState`).
+   */
+  countLimit: number | null;
+}
+
+/** Options of `nextDue` and `exactState`. */
+export interface TypeFilterOptions {
+  /** Only these event types; all types when absent. */
+  types?: readonly string[];
 }
 
 export interface PendingStateOptions {
-  deadRetryMs: number;
+  /** @deprecated Unused: each dead row stores its own replay time. */
+  deadRetryMs?: number;
+  /** Only these event types; all types when absent. */
   types?: readonly string[];
+  /**
+   * Most index entries each count reads, so the query costs the same at any backlog; counts
+   * stop at this value. Default 1000.
+   */
+  countLimit?: number;
 }
 
 export interface SweepOptions {

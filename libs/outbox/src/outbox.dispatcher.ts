@@ -9,17 +9,45 @@ import {
 import { setMaxListeners } from 'node:events';
 import type { ClientConfig } from 'pg';
 import type { DataSource } from 'typeorm';
+import { EventDispatcher } from './event-dispatcher';
+import type { OutboxStoreError } from './outbox.errors';
 import type { ResolvedOutboxOptions } from './outbox.options';
-import { OutboxRelay, type DeliveredBatch, type DrainReport } from './outbox.relay';
+import { OutboxCompleter, type SettleFailure } from './outbox-completer';
+import { OutboxExecutor, type ExecutionResult } from './outbox-executor';
+import { OutboxProducer } from './outbox-producer';
 import { OutboxRepository } from './outbox.repository';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.tokens';
 import { PgListener, type PgListenerState } from './pg-listener';
 import { listenerClientConfig } from './listener-client-config';
 import { delay } from './delay';
-import { scrubError } from './scrub-error';
 
-/** Batches settling while the next one is claimed; more would only queue behind the commit. */
-const MAX_SETTLING = 2;
+/** What one `drainOnce` did. */
+export interface DrainReport {
+  ok: boolean;
+  /** The claim failed; nothing was delivered. */
+  error?: OutboxStoreError;
+  /** Most events the claim asked for. */
+  limit: number;
+  claimed: number;
+  /** Events whose every remaining handler succeeded. */
+  delivered: number;
+  /** Events with a failed handler, scheduled again or dead. */
+  failed: number;
+  /** Events that ran out of attempts in this drain (each announced once). */
+  dead: number;
+  /** Settles that found their lease taken by a newer claim (nothing written). */
+  stale: number;
+  /** Settles the store kept refusing until the lease ran out (the handlers run again). */
+  lost: number;
+}
+
+/** This instance's slots: how many events run, and how many of them are past their budget. */
+export interface OutboxSlots {
+  size: number;
+  busy: number;
+  /** Events with a handler past its budget that has not returned; each keeps its slot. */
+  overdue: number;
+}
 
 /**
  * How long the dispatcher's shutdown goes on past `shutdownGraceMs` at most: time for the last
@@ -31,10 +59,11 @@ export const SHUTDOWN_MARGIN_MS = 1000;
 export type OutboxDispatcherState = 'idle' | 'running' | 'stopping' | 'stopped';
 
 /**
- * The loop around the relay. It drains when a NOTIFY arrives, when the next row falls due,
- * on the poll fallback, right away while batches come back full, after an idle floor when a
- * drain found nothing, and after a pause when a drain failed. It starts at application
- * bootstrap (unless `autoStart` is off) and stops within the shutdown grace.
+ * The outbox's engine for this instance, and its lifecycle: a producer claims due events into
+ * free slots, an executor runs each one's handlers at once, a completer batches the settles
+ * (see `OutboxProducer`, `OutboxExecutor`, `OutboxCompleter`). It starts at application
+ * bootstrap (unless `autoStart` is off) with its LISTEN connection, and stops within the
+ * shutdown grace.
  */
 @Injectable()
 export class OutboxDispatcher
@@ -42,24 +71,41 @@ export class OutboxDispatcher
 {
   private readonly logger = new Logger('Outbox');
   private current: OutboxDispatcherState = 'idle';
-  private timer: NodeJS.Timeout | undefined;
-  private immediate: NodeJS.Immediate | undefined;
-  private draining: Promise<void> | undefined;
-  private wokenWhileDraining = false;
-  private stopController = new AbortController();
   private abandonController = new AbortController();
   private listener: PgListener | undefined;
   private stopping: Promise<void> | undefined;
-  private lastDrain: Date | null = null;
-  private readonly settling = new Set<Promise<void>>();
   private startedAt: Date | null = null;
+  private readonly completer: OutboxCompleter;
+  private readonly executor: OutboxExecutor;
+  private readonly producer: OutboxProducer;
 
   constructor(
-    private readonly relay: OutboxRelay,
+    dispatcher: EventDispatcher,
     private readonly repository: OutboxRepository,
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
-  ) {}
+  ) {
+    this.completer = new OutboxCompleter(
+      repository,
+      {
+        maxAttempts: options.maxAttempts,
+        deadRetryMs: options.deadRetryMs,
+        batchSize: options.batchSize,
+      },
+      {
+        onSettled: () => this.producer.pump(),
+        onGiveUp: () => this.producer.pause(),
+        onRetryScheduled: (delayMs) => this.producer.wakeIn(delayMs),
+      },
+    );
+    this.executor = new OutboxExecutor(
+      dispatcher,
+      this.completer,
+      { leaseMs: options.leaseMs, retry: options.retry },
+      () => this.producer.pump(),
+    );
+    this.producer = new OutboxProducer(repository, this.executor, this.completer, options);
+  }
 
   get state(): OutboxDispatcherState {
     return this.current;
@@ -76,9 +122,23 @@ export class OutboxDispatcher
     return this.current === 'running' ? this.startedAt : null;
   }
 
-  /** When the last drain completed without a store failure. */
+  /** When the last claim completed without a store failure. */
   get lastDrainAt(): Date | null {
-    return this.lastDrain;
+    return this.producer.lastClaimAt;
+  }
+
+  /** Slots in use, and how many are held by handlers past their budget. */
+  get slots(): OutboxSlots {
+    return {
+      size: this.options.concurrency,
+      busy: this.executor.active,
+      overdue: this.executor.overdue,
+    };
+  }
+
+  /** Set while settles fail (claiming pauses once one is given up); null otherwise. */
+  get settleFailure(): SettleFailure | null {
+    return this.completer.failure;
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -100,11 +160,8 @@ export class OutboxDispatcher
   async start(): Promise<void> {
     if (this.current === 'running' || this.current === 'stopping') return;
     this.current = 'running';
-    // A drain a shutdown out of time left behind plans nothing when it ends: ask it to.
-    if (this.draining) this.wokenWhileDraining = true;
     this.stopping = undefined;
     this.startedAt = new Date();
-    this.stopController = new AbortController();
     this.abandonController = new AbortController();
     // Every running handler listens to it: as many as concurrency times handlers per event.
     setMaxListeners(0, this.abandonController.signal);
@@ -122,20 +179,20 @@ export class OutboxDispatcher
         },
         {
           onNotify: () => this.wake(),
-          // Notifications sent while the connection was down are lost: drain to catch up.
+          // Notifications sent while the connection was down are lost: claim to catch up.
           onReconnect: () => this.wake(),
           onError: (message) => this.logger.warn(`Outbox listener: ${message}`),
         },
       );
       await this.listener.start();
     }
-    this.schedule(0);
+    this.producer.start(this.abandonController.signal);
   }
 
   /**
-   * Halts claiming at once, releases claimed records whose handlers have not started, waits
-   * for the running drain and, once `shutdownGraceMs` is spent, abandons handlers still
-   * running (their records keep the lease and are claimed again when it ends).
+   * Halts claiming at once (a claim in flight gives its rows back), waits for running handlers
+   * and, once `shutdownGraceMs` is spent, abandons those still running (their events keep the
+   * lease and are claimed again when it ends); then writes the last settles.
    */
   async stop(): Promise<void> {
     if (this.current === 'idle' || this.current === 'stopped') {
@@ -146,40 +203,66 @@ export class OutboxDispatcher
     return this.stopping;
   }
 
-  /** Runs one drain now, outside the loop: for tests, scripts and hand-driven workers. */
-  drainOnce(): Promise<DrainReport> {
-    return this.relay.drain();
+  /**
+   * Claims once (up to `min(batchSize, concurrency)` events), runs them and writes their
+   * settles, outside the loop: for tests, scripts and hand-driven workers. Its events use
+   * slots beside the loop's, if the loop runs too.
+   */
+  async drainOnce(): Promise<DrainReport> {
+    const limit = Math.min(this.options.batchSize, this.options.concurrency);
+    const report: DrainReport = {
+      ok: true,
+      limit,
+      claimed: 0,
+      delivered: 0,
+      failed: 0,
+      dead: 0,
+      stale: 0,
+      lost: 0,
+    };
+    const claimedAt = Date.now();
+    const claim = await this.repository.claim({
+      limit,
+      leaseMs: this.options.leaseMs,
+      types: this.options.types,
+    });
+    if (!claim.ok) return { ...report, ok: false, error: claim.error };
+    report.claimed = claim.value.length;
+    const results = await Promise.all(
+      claim.value.map((record) => this.executor.start(record, claimedAt)),
+    );
+    for (const execution of results) tally(report, execution);
+    return report;
   }
 
-  /** Asks for a drain as soon as possible. */
+  /** Asks for a claim as soon as a slot is free. */
   wake(): void {
-    if (this.current !== 'running') return;
-    if (this.draining) {
-      this.wokenWhileDraining = true;
-      return;
-    }
-    this.schedule(0);
+    if (this.current === 'running') this.producer.wake();
   }
 
   private async halt(): Promise<void> {
     this.current = 'stopping';
-    clearTimeout(this.timer);
-    clearImmediate(this.immediate);
-    this.stopController.abort();
+    this.producer.stop();
     const { shutdownGraceMs } = this.options;
     const startedAt = Date.now();
-    const grace = setTimeout(
-      () => this.abandonController.abort(new Error('abandoned at shutdown')),
-      shutdownGraceMs,
-    );
     // Past the grace, settles and the listener's goodbye get SHUTDOWN_MARGIN_MS more; after
     // that shutdown returns whatever the database does, and statements still waiting are given
     // up (their rows keep the lease and are claimed again when it ends).
     const deadline = delay(shutdownGraceMs + SHUTDOWN_MARGIN_MS);
+    const grace = delay(shutdownGraceMs);
     try {
-      await Promise.race([this.settleInFlight(), deadline.promise]);
+      await Promise.race([this.executor.whenIdle(), grace.promise]);
+      grace.cancel();
+      this.abandonController.abort(new Error('abandoned at shutdown'));
+      const settled = new AbortController();
+      await Promise.race([
+        this.whenClaimsEnd().then(() => this.completer.idle(settled.signal)),
+        deadline.promise,
+      ]);
+      settled.abort();
     } finally {
-      clearTimeout(grace);
+      grace.cancel();
+      this.completer.abandon();
       const left = shutdownGraceMs + SHUTDOWN_MARGIN_MS - (Date.now() - startedAt);
       await Promise.race([this.listener?.stop(left), deadline.promise]);
       deadline.cancel();
@@ -188,85 +271,10 @@ export class OutboxDispatcher
     }
   }
 
-  private async settleInFlight(): Promise<void> {
-    await this.draining;
-    await Promise.all(this.settling);
+  /** A claim sent before the stop may still return rows, which are then given back. */
+  private async whenClaimsEnd(): Promise<void> {
+    while (this.producer.isClaiming) await delay(5).promise;
   }
-
-  private schedule(delayMs: number): void {
-    clearTimeout(this.timer);
-    clearImmediate(this.immediate);
-    // setTimeout(0) waits at least a millisecond; a wake should cost less than that.
-    if (delayMs === 0) this.immediate = setImmediate(() => this.tick());
-    else this.timer = setTimeout(() => this.tick(), delayMs);
-  }
-
-  private tick(): void {
-    if (this.current !== 'running' || this.draining) return;
-    this.wokenWhileDraining = false;
-    this.draining = this.drainAndPlan()
-      .catch((err: unknown) => {
-        // The relay reports store failures as results; anything else is a bug worth seeing,
-        // and the loop keeps going.
-        this.logger.error(`Outbox drain crashed: ${scrubError(err)}`);
-        this.plan(this.options.failedDrainRetryMs);
-      })
-      .finally(() => {
-        this.draining = undefined;
-        // A wake that landed after the next delay was planned must not wait for that delay.
-        if (this.wokenWhileDraining) this.plan(0);
-      });
-  }
-
-  private async drainAndPlan(): Promise<void> {
-    const batch = await this.relay.claimAndDeliver({
-      stop: this.stopController.signal,
-      abandon: this.abandonController.signal,
-    });
-    if (!batch.ok) {
-      this.logger.warn(`Outbox drain failed: ${batch.error?.message}`);
-      return this.plan(this.options.failedDrainRetryMs);
-    }
-    this.lastDrain = new Date();
-    if (batch.records.length > 0) await this.settleInBackground(batch);
-    if (this.wokenWhileDraining || batch.records.length >= batch.limit) return this.plan(0);
-    // A stopping dispatcher plans nothing, so shutdown waits on no further query.
-    if (this.current !== 'running') return;
-    this.plan(await this.nextDelay());
-  }
-
-  /**
-   * Settles a batch while the next claim goes ahead: its rows stay leased until then, so
-   * nobody else takes them, and the next events need not wait for this commit. At most
-   * MAX_SETTLING batches are in flight.
-   */
-  private async settleInBackground(batch: DeliveredBatch): Promise<void> {
-    const settling: Promise<void> = this.relay
-      .settle(batch)
-      .then(
-        // A failed event may be due again before the delay planned while it was settling.
-        (report) => (report.failed > 0 ? this.wake() : undefined),
-        (err: unknown) => this.logger.error(`Outbox settle crashed: ${scrubError(err)}`),
-      )
-      .finally(() => this.settling.delete(settling));
-    this.settling.add(settling);
-    if (this.settling.size >= MAX_SETTLING) await Promise.race(this.settling);
-  }
-
-  /** Sleep until the next row is due: never less than the idle floor, never more than the poll. */
-  private async nextDelay(): Promise<number> {
-    const { pollIntervalMs, idleFloorMs, deadRetryMs, types } = this.options;
-    const pending = await this.repository.pendingState({ deadRetryMs, types });
-    if (this.wokenWhileDraining) return 0;
-    if (!pending.ok) return this.options.failedDrainRetryMs;
-    const due = pending.value.nextDueInMs ?? pollIntervalMs;
-    return Math.min(pollIntervalMs, Math.max(idleFloorMs, due));
-  }
-
-  private plan(delayMs: number): void {
-    if (this.current === 'running') this.schedule(delayMs);
-  }
-
   /**
    * The outbox bounds its own statements, but a new pool connection to a database that stopped
    * answering waits as long as the driver lets it: without a connect timeout, forever, and
@@ -288,4 +296,14 @@ export class OutboxDispatcher
   private listenerClient(): ClientConfig {
     return listenerClientConfig(this.dataSource, this.options.listen.connectionString);
   }
+}
+
+function tally(report: DrainReport, execution: ExecutionResult): void {
+  if (execution === 'abandoned') return;
+  const { settle, result } = execution;
+  if (settle.kind === 'delivered') report.delivered++;
+  if (settle.kind === 'failed') report.failed++;
+  if (result === 'dead') report.dead++;
+  if (result === 'stale') report.stale++;
+  if (result === 'lost') report.lost++;
 }

@@ -19,15 +19,18 @@ export interface OutboxHealthOptions {
   timeoutMs?: number;
 }
 
-/** Poll intervals without a completed drain after which a running dispatcher counts as stuck. */
+/** Poll intervals without a completed claim after which a running dispatcher counts as stuck. */
 export const STALE_AFTER_POLLS = 3;
 const DEFAULT_TIMEOUT_MS = 2000;
 
 /**
  * Terminus indicator for readiness during rollouts. Down for what is true of this pod: its
- * dispatcher stops or has stopped, has completed no drain for several poll intervals, or its
- * state query fails; and, only when `maxLagMs` is given, for a queue-wide lag. It never throws;
- * the data (lag and the due / retrying / in-flight / overdue / dead counts) says why.
+ * dispatcher stops or has stopped, has completed no claim for several poll intervals, gave up
+ * settles that the store kept refusing, or its state query fails; and, only when `maxLagMs` is
+ * given, for a queue-wide lag. It never throws; the data says why: lag, the due / retrying /
+ * in-flight / expired-lease / dead counts (each read from an index and capped at `countLimit`,
+ * so a probe costs the same at any backlog: a count equal to it means at least that many), and
+ * this pod's slots (busy, and overdue: held by a handler past its budget).
  */
 @Injectable()
 export class OutboxHealthIndicator {
@@ -52,10 +55,34 @@ export class OutboxHealthIndicator {
     };
     const pending = await this.pendingWithin(timeoutMs);
     if (!pending.ok) return session.down({ ...base, message: pending.message });
-    const { oldestDueWaitMs, due, retrying, inFlight, overdue, dead } = pending.value;
-    const data = { ...base, lagMs: oldestDueWaitMs ?? 0, due, retrying, inFlight, overdue, dead };
+    const { oldestDueWaitMs, due, retrying, inFlight, expiredLeases, dead, countLimit } =
+      pending.value;
+    const settleFailure = this.dispatcher.settleFailure;
+    const data = {
+      ...base,
+      lagMs: oldestDueWaitMs ?? 0,
+      due,
+      retrying,
+      inFlight,
+      expiredLeases,
+      dead,
+      countLimit,
+      slots: this.dispatcher.slots,
+      settleFailure: settleFailure && {
+        since: settleFailure.since.toISOString(),
+        lost: settleFailure.lost,
+      },
+    };
     if (state === 'stopping' || state === 'stopped') {
       return session.down({ ...data, message: `dispatcher is ${state}` });
+    }
+    if (settleFailure && settleFailure.lost > 0) {
+      return session.down({
+        ...data,
+        message:
+          `settles failing since ${settleFailure.since.toISOString()} ` +
+          `(${settleFailure.lost} given up; claiming pauses after each): ${settleFailure.message}`,
+      });
     }
     if (maxLagMs !== undefined && data.lagMs > maxLagMs) {
       return session.down({
@@ -63,12 +90,12 @@ export class OutboxHealthIndicator {
         message: `oldest due event waited ${data.lagMs} ms (max ${maxLagMs} ms)`,
       });
     }
-    // A healthy batch may take up to its lease, so a drain that long is not yet a stuck one.
+    // Every slot may be busy for up to a lease, so a pause in claims that long is not yet a stuck one.
     const staleAfterMs = STALE_AFTER_POLLS * this.options.pollIntervalMs + this.options.leaseMs;
     const lastProgress = lastDrainAt ?? this.dispatcher.runningSince;
     const sinceDrain = lastProgress ? Date.now() - lastProgress.getTime() : 0;
     if (state === 'running' && sinceDrain > staleAfterMs) {
-      return session.down({ ...data, message: `no drain completed for ${sinceDrain} ms` });
+      return session.down({ ...data, message: `no claim completed for ${sinceDrain} ms` });
     }
     return session.up(data);
   }

@@ -19,7 +19,6 @@ import {
   type ResolvedOutboxOptions,
 } from './outbox.options';
 import { OutboxPublisher } from './outbox.publisher';
-import { OutboxRelay } from './outbox.relay';
 import { OutboxRepository } from './outbox.repository';
 import { OutboxRetentionSweeper } from './outbox-retention.sweeper';
 import { OutboxShutdownHook } from './outbox-shutdown.hook';
@@ -57,7 +56,6 @@ const providers: Provider[] = [
   EventDispatcher,
   OutboxExplorer,
   OutboxPublisher,
-  OutboxRelay,
   OutboxDispatcher,
   OutboxHealthIndicator,
   OutboxRetentionSweeper,

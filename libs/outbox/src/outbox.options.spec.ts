@@ -1,5 +1,5 @@
 import { InvalidOutboxOptionsError } from './outbox.errors';
-import { claimLimit, resolveOutboxOptions } from './outbox.options';
+import { resolveOutboxOptions } from './outbox.options';
 
 describe('resolveOutboxOptions', () => {
   it('applies every documented default', () => {
@@ -152,18 +152,5 @@ describe('resolveOutboxOptions', () => {
     expect(
       resolveOutboxOptions({ retention: { retentionMs: 90 * 86_400_000 } }).retention.retentionMs,
     ).toBe(7_776_000_000);
-  });
-});
-
-describe('claimLimit', () => {
-  it('claims no more than the workers can finish within the lease', () => {
-    expect(claimLimit(resolveOutboxOptions({}))).toBe(100); // 20 workers x 5 rounds of 10 s in 59 s, capped by batchSize
-    expect(claimLimit(resolveOutboxOptions({ concurrency: 10 }))).toBe(50);
-    expect(claimLimit(resolveOutboxOptions({ handlerTimeoutMs: 1000, concurrency: 4 }))).toBe(100);
-    expect(
-      claimLimit(
-        resolveOutboxOptions({ leaseMs: 11_000, handlerTimeoutMs: 10_000, concurrency: 3 }),
-      ),
-    ).toBe(3);
   });
 });

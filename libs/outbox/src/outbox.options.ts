@@ -93,9 +93,12 @@ export class OutboxModuleOptions {
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1000) leaseMs?: number = MINUTE;
   /** The time budget of one handler run; its AbortSignal fires when it is spent. */
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1) handlerTimeoutMs?: number = 10 * SECOND;
-  /** Most events claimed per drain (further bounded by what the lease can process). */
+  /** Most events per claim (further bounded by the free slots) and per settle statement. */
   @NumberFromText() @IsInt() @Min(1) @Max(10_000) batchSize?: number = 100;
-  /** Events delivered at the same time by one instance. */
+  /**
+   * Slots: events delivered at the same time by one instance. A handler past its budget keeps
+   * its slot until it really returns.
+   */
   @NumberFromText() @IsInt() @Min(1) @Max(1000) concurrency?: number = 20;
   /** Attempts before an event becomes dead and is announced with `outbox.event.dead`. */
   @NumberFromText() @IsInt() @Min(1) maxAttempts?: number = 10;
@@ -105,9 +108,9 @@ export class OutboxModuleOptions {
   @NumberFromText() @IsInt() @Min(1000) deadRetryMs?: number = 6 * HOUR;
   /** Fallback wake when no notification arrives. */
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(10) pollIntervalMs?: number = 30 * SECOND;
-  /** Least pause after a drain that found nothing. */
+  /** Least wait before a planned wake (the next due time, a retry falling due). */
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(0) idleFloorMs?: number = 50;
-  /** Pause after a drain that failed (database unreachable, for example). */
+  /** Pause in claiming after a failed claim (database unreachable), or after settles were given up. */
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1) failedDrainRetryMs?: number = 2 * SECOND;
   /**
    * `statement_timeout` of every statement the outbox runs on its own (claim, settle, release,
@@ -116,6 +119,13 @@ export class OutboxModuleOptions {
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(100) statementTimeoutMs?: number = 5 * SECOND;
   /** `lock_timeout` of the same statements: a table lock held elsewhere fails them fast. */
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(10) lockTimeoutMs?: number = 2 * SECOND;
+  /**
+   * Off (0) by default: every emit sends a NOTIFY with its commit. Above 0, a process that sent
+   * one within this many milliseconds skips it and sends one trailing wake after the window, so
+   * concurrent producers stop queueing on PostgreSQL's notify lock at commit; relays wake up to
+   * this much later. See `WakeCoalescer`.
+   */
+  @NumberFromText() @IsInt() @Min(0) @Max(1000) wakeCoalesceMs?: number = 0;
   /** How long shutdown waits for running handlers before abandoning them to their lease. */
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(0) shutdownGraceMs?: number = 10 * SECOND;
   @ValidateNested() @Type(() => OutboxListenOptions) listen?: OutboxListenOptions =
@@ -224,16 +234,4 @@ function crossFieldProblems(options: OutboxModuleOptions): OptionProblem[] {
     });
   }
   return problems;
-}
-
-/**
- * Events one drain may claim: as many as `concurrency` workers can finish, each event taking at
- * most the handler budget, before the lease (less the settle headroom) runs out.
- */
-export function claimLimit(options: ResolvedOutboxOptions): number {
-  const rounds = Math.max(
-    1,
-    Math.floor((options.leaseMs - LEASE_SETTLE_HEADROOM_MS) / options.handlerTimeoutMs),
-  );
-  return Math.min(options.batchSize, options.concurrency * rounds);
 }

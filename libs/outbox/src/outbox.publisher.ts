@@ -1,9 +1,17 @@
-import { Injectable, type OnModuleInit } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  type BeforeApplicationShutdown,
+  type OnModuleInit,
+} from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import type { EntityManager } from 'typeorm';
+import type { DataSource, EntityManager, EntitySubscriberInterface } from 'typeorm';
 import { OutboxTransactionRequiredError } from './outbox.errors';
 import type { EnqueuedEvent, NewOutboxEvent } from './outbox-event.types';
+import type { ResolvedOutboxOptions } from './outbox.options';
 import { OutboxRepository } from './outbox.repository';
+import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.tokens';
+import { WakeCoalescer } from './outbox-wake.coalescer';
 
 export interface EmitOptions {
   /** The EntityManager of the caller's open transaction. */
@@ -31,18 +39,36 @@ const EMIT = 'OutboxPublisher.emit';
  * Emits events inside the caller's transaction: through the given EntityManager, or through
  * the ambient transaction of `@nestjs-cls/transactional` (TypeORM adapter) when the app uses
  * it. Outside a transaction it throws `OutboxTransactionRequiredError` and writes nothing.
+ * With `wakeCoalesceMs`, emits within a window share one wake (see `WakeCoalescer`).
  */
 @Injectable()
-export class OutboxPublisher implements OnModuleInit {
+export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown {
   private transactionHost: AmbientTransactionHost | undefined;
+  private readonly wakes: WakeCoalescer;
 
   constructor(
     private readonly repository: OutboxRepository,
     private readonly moduleRef: ModuleRef,
-  ) {}
+    @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
+  ) {
+    this.wakes = new WakeCoalescer(options.wakeCoalesceMs, () => repository.wake());
+  }
 
   onModuleInit(): void {
     this.transactionHost = this.findTransactionHost();
+    if (this.options.wakeCoalesceMs > 0) {
+      // Every commit of the app passes here; for most it is one WeakSet lookup.
+      const subscriber: EntitySubscriberInterface = {
+        afterTransactionCommit: ({ queryRunner }) => this.wakes.committed(queryRunner),
+      };
+      this.dataSource.subscribers.push(subscriber);
+    }
+  }
+
+  /** A trailing wake still planned goes out before the DataSource closes. */
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.wakes.flush();
   }
 
   emit<P>(event: NewOutboxEvent<P>, options: EmitResultOptions): Promise<EnqueuedEvent>;
@@ -63,7 +89,8 @@ export class OutboxPublisher implements OnModuleInit {
   ): Promise<string | string[] | EnqueuedEvent | EnqueuedEvent[]> {
     const manager = options.manager ?? this.ambientManager();
     if (!manager?.queryRunner?.isTransactionActive) throw new OutboxTransactionRequiredError(EMIT);
-    const result = await this.repository.enqueue(manager, events);
+    const notify = this.wakes.inline(manager.queryRunner);
+    const result = await this.repository.enqueue(manager, events, { notify });
     if (!result.ok) throw result.error;
     const enqueued = result.value;
     if (options.returning === 'result') return Array.isArray(events) ? enqueued : enqueued[0];

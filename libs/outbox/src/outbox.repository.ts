@@ -23,12 +23,21 @@ import type {
   PendingStateOptions,
   SettleOutcome,
   SweepOptions,
+  TypeFilterOptions,
 } from './outbox-event.types';
 import { toOutboxRow, type OutboxRow } from './outbox-event.validator';
 import { fail, ok, type OutboxResult } from './outbox.result';
 import { scrubError } from './scrub-error';
 import { hasPoolDriver, runBounded, type StatementBounds } from './bounded-statement';
 import * as SQL from './outbox.sql';
+
+export interface EnqueueOptions {
+  /**
+   * Queue a NOTIFY with the events (delivered at COMMIT). Default true; false when the caller
+   * coalesces wakes and sends one itself (`wake()`).
+   */
+  notify?: boolean;
+}
 
 export interface OutboxRepositoryOptions {
   /** NOTIFY channel signalled by every enqueue; listeners LISTEN on the same name. */
@@ -41,6 +50,17 @@ export interface OutboxRepositoryOptions {
 
 const DEFAULT_STATEMENT_TIMEOUT_MS = 5000;
 const DEFAULT_LOCK_TIMEOUT_MS = 2000;
+const DEFAULT_COUNT_LIMIT = 1000;
+
+interface StateRow {
+  due: number;
+  retrying: number;
+  in_flight: number;
+  expired_leases: number;
+  dead: number;
+  next_due_in_ms: number | null;
+  oldest_due_wait_ms: number | null;
+}
 
 interface ClaimedRow {
   id: string;
@@ -90,6 +110,7 @@ export class OutboxRepository {
   async enqueue(
     manager: EntityManager,
     events: NewOutboxEvent | readonly NewOutboxEvent[],
+    options: EnqueueOptions = {},
   ): Promise<OutboxResult<EnqueuedEvent[]>> {
     if (!manager.queryRunner?.isTransactionActive) {
       throw new OutboxTransactionRequiredError('OutboxRepository.enqueue');
@@ -110,11 +131,12 @@ export class OutboxRepository {
         JSON.stringify(row.payload),
         JSON.stringify(row.metadata),
       ]);
-      parameters.push(this.channel);
+      const notify = options.notify ?? true;
+      if (notify) parameters.push(this.channel);
       const result = await this.inTransaction(
         'enqueue',
         manager,
-        SQL.enqueueStatement(chunk.length),
+        SQL.enqueueStatement(chunk.length, notify),
         parameters,
         (written: { id: string }[]) => written.forEach((row) => inserted.add(row.id)),
       );
@@ -142,13 +164,15 @@ export class OutboxRepository {
     return ok(enqueued);
   }
 
-  /** Leases due live and dead rows for `leaseMs`, in `(occurred_at, id)` order. */
+  /**
+   * Leases due live and dead rows for `leaseMs`. Claim order is due order: the time each row
+   * became claimable, ties by id (time-ordered UUIDv7, so occurrence order for generated ids).
+   */
   async claim(options: ClaimOptions): Promise<OutboxResult<OutboxRecord[]>> {
-    const types = options.types?.length ? [...options.types] : null;
     return this.own(
       'claim',
       SQL.CLAIM,
-      [options.limit, options.leaseMs, options.deadRetryMs, types],
+      [options.limit, options.leaseMs, typeFilter(options)],
       (rows: ClaimedRow[]) => rows.map(toRecord),
       // A claim lost in a server crash only makes its rows claimable again at once, which is
       // what a lease that never happened should mean; settles keep the server's durability.
@@ -170,7 +194,9 @@ export class OutboxRepository {
 
   /**
    * Records failed attempts: a retry after `retryDelayMs`, or the dead state at `maxAttempts`
-   * with one `outbox.event.dead` announcement written in the same statement.
+   * with one `outbox.event.dead` announcement written in the same statement. A row that is or
+   * becomes dead is replayed after `deadRetryMs`. A row no longer leased (already settled or
+   * given back for this attempt) is reported stale.
    */
   async markFailed(
     settles: readonly FailedSettle[],
@@ -196,6 +222,7 @@ export class OutboxRepository {
         OUTBOX_EVENT_DEAD,
         OUTBOX_EVENT_AGGREGATE,
         input.map((s) => s.id),
+        Math.max(0, options.deadRetryMs),
       ],
       (rows: { id: string; becomes_dead: boolean }[]) => ({
         ...splitStale(settles, rows),
@@ -221,31 +248,46 @@ export class OutboxRepository {
     );
   }
 
-  /** When the next row is due, how long the oldest due row has waited, and counts by state. */
-  async pendingState(options: PendingStateOptions): Promise<OutboxResult<PendingState>> {
-    const types = options.types?.length ? [...options.types] : null;
+  /**
+   * Milliseconds until the earliest unsettled row (live or dead) is due: 0 when one is due now,
+   * null when nothing is unsettled. Two index probes, whatever the backlog.
+   */
+  async nextDue(options: TypeFilterOptions = {}): Promise<OutboxResult<number | null>> {
+    return this.own(
+      'nextDue',
+      SQL.NEXT_DUE,
+      [typeFilter(options)],
+      ([row]: { next_due_in_ms: number | null }[]) => toDueInMs(row.next_due_in_ms),
+    );
+  }
+
+  /**
+   * When the next row is due, how long the oldest due row has waited, and counts by state, at a
+   * cost that does not grow with the backlog: each count reads at most `countLimit` index
+   * entries (default 1000) and stops there, so a count equal to `countLimit` means "at least".
+   */
+  async pendingState(options: PendingStateOptions = {}): Promise<OutboxResult<PendingState>> {
+    const countLimit = options.countLimit ?? DEFAULT_COUNT_LIMIT;
+    if (!Number.isSafeInteger(countLimit) || countLimit < 1) {
+      throw new RangeError(
+        `pendingState: countLimit must be a positive integer, got ${countLimit}`,
+      );
+    }
     return this.own(
       'pendingState',
       SQL.PENDING_STATE,
-      [options.deadRetryMs, types],
-      ([row]: {
-        due: number;
-        retrying: number;
-        in_flight: number;
-        overdue: number;
-        dead: number;
-        next_due_in_ms: number | null;
-        oldest_due_wait_ms: number | null;
-      }[]) => ({
-        due: row.due,
-        retrying: row.retrying,
-        inFlight: row.in_flight,
-        overdue: row.overdue,
-        dead: row.dead,
-        nextDueInMs: row.next_due_in_ms === null ? null : Math.ceil(row.next_due_in_ms),
-        oldestDueWaitMs:
-          row.oldest_due_wait_ms === null ? null : Math.max(0, Math.floor(row.oldest_due_wait_ms)),
-      }),
+      [typeFilter(options), countLimit],
+      ([row]: StateRow[]) => toPendingState(row, countLimit),
+    );
+  }
+
+  /**
+   * `pendingState` with exact counts (`countLimit` null), for an admin page. It scans every
+   * unsettled row, so its cost grows with the backlog: keep it off probes and hot paths.
+   */
+  async exactState(options: TypeFilterOptions = {}): Promise<OutboxResult<PendingState>> {
+    return this.own('exactState', SQL.EXACT_STATE, [typeFilter(options)], ([row]: StateRow[]) =>
+      toPendingState(row, null),
     );
   }
 
@@ -271,6 +313,11 @@ export class OutboxRepository {
       if (result.value < options.batchSize) break;
     }
     return ok(total);
+  }
+
+  /** Sends a NOTIFY on the channel now, on a connection of its own (a coalesced trailing wake). */
+  async wake(): Promise<OutboxResult<void>> {
+    return this.own('wake', SQL.WAKE, [this.channel], () => undefined);
   }
 
   /**
@@ -347,6 +394,28 @@ function toStoreError(operation: string, err: unknown): OutboxStoreError {
     typeof code === 'string' ? code : undefined,
     typeof constraint === 'string' ? constraint : undefined,
   );
+}
+
+function typeFilter(options: { types?: readonly string[] }): string[] | null {
+  return options.types?.length ? [...options.types] : null;
+}
+
+function toDueInMs(ms: number | null): number | null {
+  return ms === null ? null : Math.max(0, Math.ceil(ms));
+}
+
+function toPendingState(row: StateRow, countLimit: number | null): PendingState {
+  return {
+    nextDueInMs: toDueInMs(row.next_due_in_ms),
+    oldestDueWaitMs:
+      row.oldest_due_wait_ms === null ? null : Math.max(0, Math.floor(row.oldest_due_wait_ms)),
+    due: row.due,
+    retrying: row.retrying,
+    inFlight: row.in_flight,
+    expiredLeases: row.expired_leases,
+    dead: row.dead,
+    countLimit,
+  };
 }
 
 function splitStale(

@@ -7,6 +7,13 @@
  * Row states: live (`dispatched_at IS NULL AND dead_at IS NULL`), dead (`dispatched_at IS NULL
  * AND dead_at IS NOT NULL`) and delivered (`dispatched_at IS NOT NULL`). A row is leased while
  * `lease_expires_at > now()`.
+ *
+ * `next_attempt_at` is when an unsettled row is next claimable, whatever its state: `now()` for a
+ * new row, the lease end once claimed (so a lease that runs out without a settle makes the row
+ * due again at that moment), the retry time after a failure, the replay time of a dead row, and
+ * `now()` again when a claim is given back. Claims and plans therefore read one ordered range of
+ * a partial index (`outbox_event_due_idx` for live rows, `outbox_event_dead_due_idx` for dead
+ * ones) and stop at `now()`, however many rows rest in backoff or under a lease beyond it.
  */
 
 /** Columns an enqueue writes, in the order of its parameters; the rest take their defaults. */
@@ -24,20 +31,23 @@ export const ENQUEUE_COLUMNS = [
 /** Rows per enqueue statement, far below PostgreSQL's 65,535 bind parameters. */
 export const ENQUEUE_MAX_ROWS = 1000;
 
-const enqueueStatements = new Map<number, string>();
+const enqueueStatements = new Map<string, string>();
 
 /**
- * Inserts `rows` events and wakes listeners, in one statement. The NOTIFY is queued on the
- * caller's connection, so it is delivered only if the caller's transaction commits; PostgreSQL
- * folds the identical notifications of one transaction into one. Plain VALUES with the notify in
- * RETURNING (rather than a JSON document expanded in SQL, or a CTE) keeps the emit within about
- * a tenth of a bare INSERT.
+ * Inserts `rows` events and, unless `notify` is false, wakes listeners, in one statement. The
+ * NOTIFY is queued on the caller's connection, so it is delivered only if the caller's
+ * transaction commits; PostgreSQL folds the identical notifications of one transaction into one.
+ * Plain VALUES with the notify in RETURNING (rather than a JSON document expanded in SQL, or a
+ * CTE) keeps the emit within about a tenth of a bare INSERT. Without the notify (wakes coalesced,
+ * see `WakeCoalescer`) the commit skips PostgreSQL's notify queue, which serialises the commits
+ * of concurrent producers.
  * An id already present inserts nothing and is missing from RETURNING, which is how the
  * caller tells a duplicate from a new event.
- * Parameters: the columns of ENQUEUE_COLUMNS for each row, then the channel.
+ * Parameters: the columns of ENQUEUE_COLUMNS for each row, then the channel (with `notify`).
  */
-export function enqueueStatement(rows: number): string {
-  let statement = enqueueStatements.get(rows);
+export function enqueueStatement(rows: number, notify = true): string {
+  const key = `${rows}:${notify}`;
+  let statement = enqueueStatements.get(key);
   if (statement) return statement;
   const width = ENQUEUE_COLUMNS.length;
   const values = Array.from({ length: rows }, (_, row) => {
@@ -48,11 +58,14 @@ export function enqueueStatement(rows: number): string {
   INSERT INTO outbox_event (${ENQUEUE_COLUMNS.join(', ')})
   VALUES ${values.join(',\n         ')}
   ON CONFLICT (id) DO NOTHING
-  RETURNING id, pg_notify($${rows * width + 1}, '')
+  RETURNING id${notify ? `, pg_notify($${rows * width + 1}, '')` : ''}
 `;
-  if (rows <= 16) enqueueStatements.set(rows, statement);
+  if (rows <= 16) enqueueStatements.set(key, statement);
   return statement;
 }
+
+/** Wakes listeners now, outside any caller's transaction (a coalesced trailing wake). $1 channel. */
+export const WAKE = `SELECT pg_notify($1, '')`;
 
 /**
  * Of the ids an enqueue found already present, those whose stored event differs from what was
@@ -75,63 +88,72 @@ export const FIND_CONFLICTING = `
 /**
  * Leases due live rows and due dead rows in one statement. Dead replays have a reserved share
  * of the batch (half of it, rounded down, so a claim of one row never goes to a replay while live
- * work waits); live rows fill the rest in claim order, and dead rows may take what live rows left
- * unused. Rows another relay holds are skipped, not waited for.
+ * work waits); live rows fill the rest, and dead rows may take what live rows left unused. Rows
+ * another relay holds are skipped, not waited for.
+ *
+ * Each share is a range scan of its due index up to `now()`: a leased row is not in that range
+ * (its next_attempt_at is its lease end), so no lease condition is needed and rows resting in
+ * backoff or under a lease are never read. Claim order is due order: the time each row became
+ * claimable, ties by id (time-ordered UUIDv7, so occurrence order for generated ids).
  *
  * The repository runs it with `synchronous_commit` off for its transaction only (see
  * `OutboxRepository.claim`).
- * $1 limit, $2 lease ms, $3 dead retry ms, $4 types (text[] or null).
+ * $1 limit, $2 lease ms, $3 types (text[] or null).
  */
 const DUE_DEAD = `
-    SELECT id
+    SELECT id, next_attempt_at
     FROM outbox_event
     WHERE dispatched_at IS NULL
       AND dead_at IS NOT NULL
-      AND dead_at <= now() - make_interval(secs => $3 / 1000.0)
-      AND (lease_expires_at IS NULL OR lease_expires_at <= now())
-      AND ($4::text[] IS NULL OR type = ANY ($4::text[]))`;
+      AND next_attempt_at <= now()
+      AND ($3::text[] IS NULL OR type = ANY ($3::text[]))`;
 
 export const CLAIM = `
   WITH reserved_dead AS (${DUE_DEAD}
-    ORDER BY dead_at, id
+    ORDER BY next_attempt_at, id
     LIMIT $1::int / 2
     FOR UPDATE SKIP LOCKED
   ),
   due_live AS (
-    SELECT id
+    SELECT id, next_attempt_at
     FROM outbox_event
     WHERE dispatched_at IS NULL
       AND dead_at IS NULL
       AND next_attempt_at <= now()
-      AND (lease_expires_at IS NULL OR lease_expires_at <= now())
-      AND ($4::text[] IS NULL OR type = ANY ($4::text[]))
-    ORDER BY occurred_at, id
+      AND ($3::text[] IS NULL OR type = ANY ($3::text[]))
+    ORDER BY next_attempt_at, id
     LIMIT (SELECT $1::int - count(*) FROM reserved_dead)
     FOR UPDATE SKIP LOCKED
   ),
   spare_dead AS (${DUE_DEAD}
       AND id NOT IN (SELECT id FROM reserved_dead)
-    ORDER BY dead_at, id
+    ORDER BY next_attempt_at, id
     LIMIT (SELECT $1::int - count(*) FROM (SELECT id FROM reserved_dead
                                             UNION ALL SELECT id FROM due_live) AS taken)
     FOR UPDATE SKIP LOCKED
   ),
+  picked AS (
+    SELECT id, next_attempt_at AS due_at FROM reserved_dead
+    UNION ALL SELECT id, next_attempt_at FROM due_live
+    UNION ALL SELECT id, next_attempt_at FROM spare_dead
+  ),
   claimed AS (
     UPDATE outbox_event AS e
     SET attempts = e.attempts + 1,
-        lease_expires_at = now() + make_interval(secs => $2 / 1000.0)
+        lease_expires_at = now() + make_interval(secs => $2 / 1000.0),
+        -- Due again when the lease ends, unless a settle or a release reschedules it first.
+        next_attempt_at = now() + make_interval(secs => $2 / 1000.0)
     -- An id array rather than a join, so the update reaches its rows through the primary key
     -- instead of a hash join over the whole table.
-    WHERE e.id = ANY (ARRAY(SELECT id FROM reserved_dead
-                            UNION ALL SELECT id FROM due_live
-                            UNION ALL SELECT id FROM spare_dead))
+    WHERE e.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
               e.payload, e.metadata, e.occurred_at, e.attempts, e.lease_expires_at,
               e.deliveries, e.dead_at, e.last_error
   )
   SELECT claimed.*
   FROM claimed
-  ORDER BY occurred_at, id
+  JOIN picked USING (id)
+  ORDER BY picked.due_at, id
 `;
 
 /**
@@ -167,10 +189,13 @@ export const MARK_DELIVERED = `
  * A live row below the limit is scheduled again; at the limit it becomes dead and, in the same
  * statement, one `outbox.event.dead` event is inserted (never for a dead announcement itself,
  * which would otherwise announce its own death forever). A dead row that fails on replay stays
- * dead with a new dead time and announces nothing.
+ * dead with a new dead time and announces nothing. Either way a dead row's next replay is
+ * written now, `dead retry ms` ahead, so replays are found in due order like live rows.
+ * A row without a lease has already been settled (or given back) for this attempt: a settle
+ * retried after its first try committed is stale rather than applied twice.
  * $1 jsonb array of {id, attempts, handlers, failed_handlers, error, retry_ms, dead_event_id},
  * $2 max attempts, $3 channel, $4 dead event type, $5 dead event aggregate type, $6 uuid[] of
- * the ids (so rows are found through the primary key).
+ * the ids (so rows are found through the primary key), $7 dead retry ms.
  */
 export const MARK_FAILED = `
   WITH input AS (
@@ -186,6 +211,7 @@ export const MARK_FAILED = `
     WHERE e.id = ANY ($6::uuid[])
       AND e.attempts = s.attempts
       AND e.dispatched_at IS NULL
+      AND e.lease_expires_at IS NOT NULL
     FOR UPDATE OF e
   ),
   settled AS (
@@ -196,7 +222,7 @@ export const MARK_FAILED = `
         next_attempt_at = CASE
           WHEN e.dead_at IS NULL AND NOT c.becomes_dead
             THEN now() + make_interval(secs => s.retry_ms / 1000.0)
-          ELSE e.next_attempt_at
+          ELSE now() + make_interval(secs => $7 / 1000.0)
         END,
         dead_at = CASE
           WHEN e.dead_at IS NOT NULL OR c.becomes_dead THEN now()
@@ -235,39 +261,144 @@ export const MARK_FAILED = `
   FROM settled
 `;
 
+/** The first entry of each due index: the earliest due time of a live, and of a dead, row. $1 types. */
+const EARLIEST_LIVE = `(
+  SELECT next_attempt_at
+  FROM outbox_event
+  WHERE dispatched_at IS NULL
+    AND dead_at IS NULL
+    AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
+  ORDER BY next_attempt_at
+  LIMIT 1)`;
+const EARLIEST_DEAD = `(
+  SELECT next_attempt_at
+  FROM outbox_event
+  WHERE dispatched_at IS NULL
+    AND dead_at IS NOT NULL
+    AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
+  ORDER BY next_attempt_at
+  LIMIT 1)`;
+
 /**
- * Counts and timings for the dispatcher's next wake and for health reports. A live row is due
- * (ready to claim), retrying (resting until its next attempt), in flight (under a lease) or
- * overdue (its lease ended without a settle: a relay crashed or stalled; claimable again). Lag is
- * how long the oldest claimable live row has waited since it became claimable, so rows resting
- * in backoff never count as lag.
- * $1 dead retry ms, $2 types (text[] or null).
+ * Milliseconds until the earliest unsettled row is due (negative when one is already due; null
+ * when none is unsettled): the first entry of each due index, two index probes.
+ * $1 types (text[] or null).
+ */
+export const NEXT_DUE = `
+  SELECT (extract(epoch FROM least(
+            ${EARLIEST_LIVE},
+            ${EARLIEST_DEAD}
+          ) - now()) * 1000)::float8 AS next_due_in_ms
+`;
+
+/**
+ * Counts and timings for the dispatcher's next wake and for health reports, at a cost that does
+ * not grow with the backlog: timings are index probes, and each count stops after $2 index
+ * entries (a count equal to $2 means "at least"). A live row is due (claimable, never leased or
+ * given back), retrying (resting until its next attempt), in flight (under a lease) or an
+ * expired lease (its lease ended without a settle: a relay crashed or stalled; claimable again).
+ * Lag is how long the oldest claimable live row has waited since it became claimable, so rows
+ * resting in backoff are not lag.
+ *
+ * Leases are counted on the small leased index. Due and retrying rows share the due index with
+ * leased ones (a leased row's next_attempt_at is its lease end: expired leases sit in the due
+ * range, leases in flight beyond it), so each range is counted up to $2 plus the leases in it,
+ * and the leases are subtracted. The ORDER BY of every count follows its index, which keeps the
+ * planner on the index: a LIMIT without it can look cheaper as a sequential scan.
+ * When expired leases reach $2, `due` may include some of them.
+ * $1 types (text[] or null), $2 count limit.
  */
 export const PENDING_STATE = `
-  WITH unsettled AS (
-    SELECT dead_at, lease_expires_at, next_attempt_at,
-           CASE
-             WHEN dead_at IS NULL THEN greatest(next_attempt_at, lease_expires_at)
-             ELSE greatest(dead_at + make_interval(secs => $1 / 1000.0), lease_expires_at)
-           END AS due_at
-    FROM outbox_event
-    WHERE dispatched_at IS NULL
-      AND ($2::text[] IS NULL OR type = ANY ($2::text[]))
+  WITH leases AS (
+    SELECT
+      (SELECT count(*)
+       FROM (SELECT 1
+             FROM outbox_event
+             WHERE dispatched_at IS NULL
+               AND lease_expires_at IS NOT NULL
+               AND lease_expires_at > now()
+               AND dead_at IS NULL
+               AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
+             ORDER BY lease_expires_at
+             LIMIT $2::int) AS leased)::int AS in_flight,
+      (SELECT count(*)
+       FROM (SELECT 1
+             FROM outbox_event
+             WHERE dispatched_at IS NULL
+               AND lease_expires_at IS NOT NULL
+               AND lease_expires_at <= now()
+               AND dead_at IS NULL
+               AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
+             ORDER BY lease_expires_at
+             LIMIT $2::int) AS expired)::int AS expired_leases
+  ),
+  -- MATERIALIZED: the final SELECT names each figure more than once, and each probe runs once.
+  ranges AS MATERIALIZED (
+    SELECT
+      (SELECT count(*)
+       FROM (SELECT 1
+             FROM outbox_event
+             WHERE dispatched_at IS NULL
+               AND dead_at IS NULL
+               AND next_attempt_at <= now()
+               AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
+             ORDER BY next_attempt_at
+             LIMIT $2::int + (SELECT expired_leases FROM leases)) AS due)::int AS due_range,
+      (SELECT count(*)
+       FROM (SELECT 1
+             FROM outbox_event
+             WHERE dispatched_at IS NULL
+               AND dead_at IS NULL
+               AND next_attempt_at > now()
+               AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
+             ORDER BY next_attempt_at
+             LIMIT $2::int + (SELECT in_flight FROM leases)) AS later)::int AS later_range,
+      (SELECT count(*)
+       FROM (SELECT 1
+             FROM outbox_event
+             WHERE dispatched_at IS NULL
+               AND dead_at IS NOT NULL
+               AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
+             ORDER BY next_attempt_at
+             LIMIT $2::int) AS dead)::int AS dead,
+      ${EARLIEST_LIVE} AS live_due_at,
+      ${EARLIEST_DEAD} AS dead_due_at
   )
+  SELECT
+    least($2::int, greatest(0, r.due_range - l.expired_leases)) AS due,
+    least($2::int, greatest(0, r.later_range - l.in_flight)) AS retrying,
+    l.in_flight,
+    l.expired_leases,
+    r.dead,
+    (extract(epoch FROM least(r.live_due_at, r.dead_due_at) - now()) * 1000)::float8
+      AS next_due_in_ms,
+    CASE WHEN r.live_due_at <= now()
+      THEN (extract(epoch FROM now() - r.live_due_at) * 1000)::float8
+    END AS oldest_due_wait_ms
+  FROM leases AS l, ranges AS r
+`;
+
+/**
+ * PENDING_STATE with exact counts, for an admin page: it reads every unsettled row, so its cost
+ * grows with the backlog. $1 types (text[] or null).
+ */
+export const EXACT_STATE = `
   SELECT
     count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
                        AND next_attempt_at <= now())::int AS due,
     count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
                        AND next_attempt_at > now())::int AS retrying,
     count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at > now())::int AS in_flight,
-    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at <= now())::int AS overdue,
+    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at <= now())::int AS expired_leases,
     count(*) FILTER (WHERE dead_at IS NOT NULL)::int AS dead,
-    CASE WHEN count(*) > 0
-      THEN greatest(0, extract(epoch FROM min(due_at) - now()) * 1000)::float8
-    END AS next_due_in_ms,
-    (extract(epoch FROM now() - min(due_at) FILTER (WHERE dead_at IS NULL AND due_at <= now()))
-      * 1000)::float8 AS oldest_due_wait_ms
-  FROM unsettled
+    (extract(epoch FROM min(next_attempt_at) - now()) * 1000)::float8 AS next_due_in_ms,
+    CASE WHEN min(next_attempt_at) FILTER (WHERE dead_at IS NULL) <= now()
+      THEN (extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE dead_at IS NULL))
+            * 1000)::float8
+    END AS oldest_due_wait_ms
+  FROM outbox_event
+  WHERE dispatched_at IS NULL
+    AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
 `;
 
 /**
@@ -295,14 +426,16 @@ export const SWEEP_BATCH = `
 
 /**
  * Gives back claimed rows whose handlers never started (the dispatcher is stopping): the lease
- * ends now and the attempt that never ran is not counted. Idle peers planned their next wake for
- * when the lease would have ended, so the release wakes them, as an enqueue does.
+ * ends now, the row is due now, and the attempt that never ran is not counted. Idle peers
+ * planned their next wake for when the lease would have ended, so the release wakes them, as an
+ * enqueue does.
  * $1 jsonb array of {id, attempts}, $2 uuid[] of the same ids, $3 channel.
  */
 export const RELEASE = `
   WITH released AS (
     UPDATE outbox_event AS e
     SET lease_expires_at = NULL,
+        next_attempt_at = now(),
         attempts = e.attempts - 1
     FROM jsonb_to_recordset($1::jsonb) AS s(id uuid, attempts integer)
     WHERE e.id = ANY ($2::uuid[])

@@ -36,7 +36,7 @@ const EXIT_BOUND_MS = GRACE_MS + 2000;
 const EXIT_WAIT_MS = EXIT_BOUND_MS + 1500;
 /** A claim or a settle that failed because a statement ran out of time, on whichever side. */
 const TIMED_OUT =
-  /(drain failed|Settling a drain failed): .*(timeout|no answer|no free pool connection|canceling statement)/i;
+  /(claim failed|settles keep failing): .*(timeout|no answer|no free pool connection|canceling statement)/i;
 
 interface Phase {
   heldMs: number;

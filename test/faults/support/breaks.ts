@@ -34,7 +34,12 @@ export const breaks = {
     mode === 'skip-effect' && handler === 'fault-b' && sampled(eventId),
 };
 
-const LEASE_GUARD = 'AND (lease_expires_at IS NULL OR lease_expires_at <= now())';
+/**
+ * The claim keeps a leased row out of the due range by moving its due time to the lease end;
+ * without that assignment a row under lease stays claimable.
+ */
+const LEASE_GUARD =
+  /,\s*(?:--[^\n]*\n\s*)*next_attempt_at = now\(\) \+ make_interval\(secs => \$2 \/ 1000\.0\)/;
 
 /** Installs the library-side modes in this process, before the app is created. */
 export function installBreak(mode: string | undefined): void {
@@ -55,7 +60,7 @@ export function installBreak(mode: string | undefined): void {
       throw new Error('no-lease-guard: OutboxRepository has no `own` statement runner to wrap');
     }
     proto.own = function (operation, sql, ...rest) {
-      const statement = operation === 'claim' ? sql.replaceAll(LEASE_GUARD, '') : sql;
+      const statement = operation === 'claim' ? sql.replace(LEASE_GUARD, '') : sql;
       if (operation === 'claim' && statement === sql) {
         throw new Error('no-lease-guard: the claim statement no longer has the expected guard');
       }

@@ -26,7 +26,7 @@ export class OutboxAdminController {
       due: pending.value.due,
       retrying: pending.value.retrying,
       inFlight: pending.value.inFlight,
-      overdue: pending.value.overdue,
+      overdue: pending.value.expiredLeases,
       dead: pending.value.dead,
       nextDueInMs: pending.value.nextDueInMs,
     };

@@ -1,4 +1,5 @@
 import { CreateOutboxEvent1764400000000 } from './1764400000000-create-outbox-event';
+import { OutboxDueIndex1765000000000 } from './1765000000000-outbox-due-index';
 
 /** The outbox's migrations, in order: add them to your DataSource's `migrations`. */
-export const OUTBOX_MIGRATIONS = [CreateOutboxEvent1764400000000];
+export const OUTBOX_MIGRATIONS = [CreateOutboxEvent1764400000000, OutboxDueIndex1765000000000];

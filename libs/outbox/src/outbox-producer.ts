@@ -1,0 +1,182 @@
+import { Logger } from '@nestjs/common';
+import type { OutboxCompleter } from './outbox-completer';
+import type { OutboxExecutor } from './outbox-executor';
+import type { OutboxRepository } from './outbox.repository';
+import type { ResolvedOutboxOptions } from './outbox.options';
+import { scrubError } from './scrub-error';
+
+type ProducerOptions = Pick<
+  ResolvedOutboxOptions,
+  | 'concurrency'
+  | 'batchSize'
+  | 'leaseMs'
+  | 'types'
+  | 'pollIntervalMs'
+  | 'idleFloorMs'
+  | 'failedDrainRetryMs'
+>;
+
+/**
+ * The first step of the flow (claim → execute → complete). It owns `concurrency` slots and,
+ * whenever slots are free and work may be due, claims up to the free count (at most
+ * `batchSize`); every claimed event starts at once, so none waits behind another's slow
+ * handler. One claim is in flight at a time: slots freed meanwhile are taken together by the
+ * next, so claims stay batched under load. Work "may be due" after a wake (a NOTIFY, the
+ * listener's reconnect, the poll), when the earliest due time planned from one index probe
+ * arrives, when a failed event's retry falls due, and for as long as claims come back full.
+ * Claiming pauses after a failed claim and while settles are being given up, and it stops
+ * while settles back up, so claimed work never outruns what can be recorded.
+ */
+export class OutboxProducer {
+  private readonly logger = new Logger('Outbox');
+  private running = false;
+  private claiming = false;
+  private probing = false;
+  /** Bumped by every wake: a claim that started before a wake does not answer it. */
+  private wakes = 0;
+  private answeredWakes = -1;
+  private timer: NodeJS.Timeout | undefined;
+  private timerAt = Infinity;
+  private poll: NodeJS.Timeout | undefined;
+  private pausedUntil = 0;
+  private abandon: AbortSignal | undefined;
+  private lastClaim: Date | null = null;
+  private readonly maxUnsettled: number;
+
+  constructor(
+    private readonly repository: OutboxRepository,
+    private readonly executor: OutboxExecutor,
+    private readonly completer: OutboxCompleter,
+    private readonly options: ProducerOptions,
+  ) {
+    this.maxUnsettled = 2 * Math.max(options.batchSize, options.concurrency);
+  }
+
+  /** When the last claim came back without a store failure. */
+  get lastClaimAt(): Date | null {
+    return this.lastClaim;
+  }
+
+  get isClaiming(): boolean {
+    return this.claiming;
+  }
+
+  start(abandon: AbortSignal): void {
+    this.running = true;
+    this.abandon = abandon;
+    this.pausedUntil = 0;
+    clearInterval(this.poll);
+    this.poll = setInterval(() => this.wake(), this.options.pollIntervalMs);
+    this.wake();
+  }
+
+  /** Claims no more; a claim in flight gives its rows back when it returns. */
+  stop(): void {
+    this.running = false;
+    clearInterval(this.poll);
+    clearTimeout(this.timer);
+    this.timerAt = Infinity;
+  }
+
+  /** Work may be due now. */
+  wake(): void {
+    this.wakes++;
+    this.pump();
+  }
+
+  /** Work falls due in `delayMs` (a failed event's retry): wake then. */
+  wakeIn(delayMs: number): void {
+    if (!this.running) return;
+    const at = Date.now() + Math.max(this.options.idleFloorMs, delayMs);
+    if (at >= this.timerAt) return;
+    clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = setTimeout(
+      () => {
+        this.timerAt = Infinity;
+        this.wake();
+      },
+      Math.max(0, at - Date.now()),
+    );
+  }
+
+  /** Settles could not be written: claim nothing for a while (the failure is on health). */
+  pause(): void {
+    this.pausedUntil = Date.now() + this.options.failedDrainRetryMs;
+    this.wakeIn(this.options.failedDrainRetryMs);
+  }
+
+  /** Looks for work if a slot is free and work may be due. Called on every wake and slot end. */
+  pump(): void {
+    if (!this.running || this.claiming) return;
+    if (this.answeredWakes === this.wakes) return;
+    if (Date.now() < this.pausedUntil) return this.wakeIn(this.pausedUntil - Date.now());
+    const free = this.options.concurrency - this.executor.active;
+    // A slot's end or a settle's calls pump again.
+    if (free <= 0 || this.completer.pending >= this.maxUnsettled) return;
+    const limit = Math.min(free, this.options.batchSize);
+    const wakesBefore = this.wakes;
+    const claimedAt = Date.now();
+    this.claiming = true;
+    this.repository
+      .claim({ limit, leaseMs: this.options.leaseMs, types: this.options.types })
+      .then(
+        (result) => {
+          if (!result.ok) {
+            const { message, code } = result.error;
+            this.logger.warn(code ? `${message} (SQLSTATE ${code})` : message);
+            this.pausedUntil = Date.now() + this.options.failedDrainRetryMs;
+            return this.wakeIn(this.options.failedDrainRetryMs);
+          }
+          this.lastClaim = new Date();
+          const records = result.value;
+          for (const record of records) {
+            if (this.running) {
+              void this.executor.start(record, claimedAt, this.abandon);
+            } else {
+              // Claimed while stopping: give it back for another instance to take at once.
+              void this.completer.complete(
+                { kind: 'release', record, settle: { id: record.id, attempts: record.attempts } },
+                claimedAt + this.options.leaseMs,
+              );
+            }
+          }
+          // A full claim may have left more behind; a short one answered every wake before it.
+          if (records.length < limit) {
+            this.answeredWakes = wakesBefore;
+            this.planFromProbe();
+          }
+        },
+        (err: unknown) => {
+          this.logger.error(`Outbox claim crashed: ${scrubError(err)}`);
+          this.pausedUntil = Date.now() + this.options.failedDrainRetryMs;
+          this.wakeIn(this.options.failedDrainRetryMs);
+        },
+      )
+      .finally(() => {
+        this.claiming = false;
+        this.pump();
+      });
+  }
+
+  /**
+   * Plans the next wake from the earliest due time (one index probe), no sooner than the idle
+   * floor; the poll covers the rest. Runs beside claims, never in front of one.
+   */
+  private planFromProbe(): void {
+    if (this.probing || !this.running) return;
+    this.probing = true;
+    this.repository
+      .nextDue({ types: this.options.types })
+      .then(
+        (result) => {
+          if (result.ok && result.value !== null) this.wakeIn(result.value);
+          else if (!result.ok) this.wakeIn(this.options.failedDrainRetryMs);
+        },
+        () => this.wakeIn(this.options.failedDrainRetryMs),
+      )
+      .finally(() => {
+        this.probing = false;
+      });
+  }
+}
