@@ -6,10 +6,12 @@
  * must not grow with the size of the message.
  *
  * BENCH_SCRUB_MB (2) sets the size of the adversarial messages; BENCH_SCRUB_RUNS (50) the
- * number of timed calls per input, after as many untimed ones.
+ * number of timed calls per input, after as many untimed ones. With BENCH_ONLY set, it runs only
+ * when the list names `scrub`.
  */
 import { performance } from 'node:perf_hooks';
 import { scrubError } from '../libs/outbox/src';
+import { selectedNames } from './support/config';
 
 const SIZE = Math.round(Number(process.env.BENCH_SCRUB_MB ?? 2) * 1_000_000);
 const RUNS = Number(process.env.BENCH_SCRUB_RUNS ?? 50);
@@ -65,10 +67,15 @@ function report(label: string, err: unknown): void {
   );
 }
 
-console.log(`scrubError, ms per call (median and 95th percentile of ${RUNS})`);
-console.log(`  ${'input'.padEnd(34)} ${'median'.padStart(8)} ${'p95'.padStart(8)}`);
-report(`typical error (${TYPICAL.message.length} chars)`, TYPICAL);
-for (const [label, unit] of ADVERSARIAL) {
-  const message = unit.repeat(Math.ceil(SIZE / unit.length)).slice(0, SIZE);
-  report(`${(SIZE / 1_000_000).toFixed(0)} MB of ${JSON.stringify(label)}`, new Error(message));
+function main(): void {
+  console.log(`scrubError, ms per call (median and 95th percentile of ${RUNS})`);
+  console.log(`  ${'input'.padEnd(34)} ${'median'.padStart(8)} ${'p95'.padStart(8)}`);
+  report(`typical error (${TYPICAL.message.length} chars)`, TYPICAL);
+  for (const [label, unit] of ADVERSARIAL) {
+    const message = unit.repeat(Math.ceil(SIZE / unit.length)).slice(0, SIZE);
+    report(`${(SIZE / 1_000_000).toFixed(0)} MB of ${JSON.stringify(label)}`, new Error(message));
+  }
 }
+
+// BENCH_ONLY picks scenarios of `npm run bench`; this one is `scrub`.
+if (selectedNames()?.has('scrub') ?? true) main();

@@ -1,0 +1,64 @@
+import { performance } from 'node:perf_hooks';
+import type { Client } from 'pg';
+import { OutboxDispatcher } from '../../libs/outbox/src';
+import { createOutboxApp } from '../support/app';
+import { EVENTS } from '../support/config';
+import {
+  countDelivered,
+  insertEvents,
+  waitUntilSettled,
+  withFreshDatabase,
+} from '../support/database';
+import { count, note, times } from '../support/report';
+import { referenceBurnDown } from '../support/reference-relay';
+import type { Scenario } from './scenario';
+
+const TIMEOUT_MS = 120_000;
+
+/** The same EVENTS rows, freshly written and vacuumed, for each relay to drain. */
+async function loadBacklog(sql: Client): Promise<void> {
+  await sql.query('TRUNCATE outbox_event');
+  await insertEvents(sql, EVENTS);
+  await sql.query('VACUUM ANALYZE outbox_event');
+}
+
+/**
+ * No-op burn-down: events/s from the first claim to the last settle through the real module
+ * (OutboxModule, one no-op handler), next to the reference relay on the same rows.
+ */
+export const burndown: Scenario = {
+  name: 'burndown',
+  title: `no-op burn-down of ${EVENTS} events, module vs reference relay`,
+  run: (server) =>
+    withFreshDatabase(server, 'burndown', async (db) => {
+      await loadBacklog(db.sql);
+      const app = await createOutboxApp(db.url, { handler: 'noop', autoStart: false });
+      let module: number;
+      let delivered: number;
+      try {
+        const started = performance.now();
+        await app.get(OutboxDispatcher).start();
+        const settled = await waitUntilSettled(db.sql, TIMEOUT_MS);
+        const seconds = (performance.now() - started) / 1000;
+        delivered = settled ? EVENTS : await countDelivered(db.sql);
+        module = delivered / seconds;
+      } finally {
+        await app.close();
+      }
+      note(
+        `module: ${count(module)} events/s (${count(delivered)} delivered` +
+          `${delivered < EVENTS ? `, not all within ${TIMEOUT_MS / 1000} s` : ''})`,
+      );
+
+      await loadBacklog(db.sql);
+      const reference = await referenceBurnDown(db.url);
+      note(`reference: ${count(reference.rate)} events/s (${count(reference.events)} delivered)`);
+      return [
+        {
+          figure: 'no-op burn-down vs reference relay',
+          value: `${count(module)} vs ${count(reference.rate)} events/s = ${times(module / reference.rate)}`,
+          target: '≥ 1.0 ×',
+        },
+      ];
+    }),
+};

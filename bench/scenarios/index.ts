@@ -1,0 +1,30 @@
+import { burndown } from './burndown';
+import { claimBackoff } from './claim-backoff';
+import { cpu } from './cpu';
+import { health } from './health';
+import { latency } from './latency';
+import { mixed } from './mixed';
+import { mixedLatency } from './mixed-latency';
+import { producer } from './producer';
+import { producers } from './producers';
+import { rss } from './rss';
+import type { Scenario } from './scenario';
+import { settleKill } from './settle-kill';
+
+/** Every scenario, in the order a full run takes them. */
+export const SCENARIOS: readonly Scenario[] = [
+  producer,
+  burndown,
+  latency,
+  mixed,
+  mixedLatency,
+  claimBackoff,
+  health,
+  rss,
+  cpu,
+  producers,
+  settleKill,
+];
+
+/** Not a scenario of this file: `bench/scrub-error.bench.ts`, which BENCH_ONLY=scrub selects. */
+export const SCRUB = 'scrub';

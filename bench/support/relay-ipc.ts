@@ -1,0 +1,48 @@
+/** Messages between the bench and a relay worker process (`relay-worker.ts`). */
+
+export interface RelayWorkerConfig {
+  url: string;
+  /** `module`: OutboxModule with the no-op handler; `reference`: the reference relay. */
+  mode: 'module' | 'reference';
+  applicationName: string;
+  /** Module options on top of BENCH_OUTBOX_OPTIONS. */
+  outbox?: Record<string, unknown>;
+  /** Count handler runs per event id (for reruns) and report progress every this many ids. */
+  progressEvery?: number;
+}
+
+export type RelayCommand = 'start' | 'stats' | 'runs' | 'close';
+
+export interface RelayRequest {
+  id: number;
+  cmd: RelayCommand;
+}
+
+export interface RelayStats {
+  rss: number;
+  heapUsed: number;
+  /** process.cpuUsage() of the worker, in seconds. */
+  cpuSeconds: number;
+  handled: number;
+}
+
+export interface RelayRuns {
+  /** Distinct event ids handled. */
+  events: number;
+  /** Handler runs in all. */
+  runs: number;
+  /** Event ids that ran more than once. */
+  rerun: number;
+}
+
+export type RelayNotice =
+  | { notice: 'ready'; bootMs: number }
+  | { notice: 'progress'; events: number }
+  | { notice: 'failed'; error: string };
+
+export interface RelayReply {
+  id: number;
+  ok: boolean;
+  result?: unknown;
+  error?: string;
+}
