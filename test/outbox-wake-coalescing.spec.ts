@@ -58,21 +58,17 @@ async function start(outbox: OutboxModuleOptions): Promise<INestApplication> {
 }
 
 function emitOne(target: INestApplication, n: number): Promise<string> {
-  return target
-    .get(DataSource)
-    .transaction((manager) =>
-      target
-        .get(OutboxPublisher)
-        .emit(
-          {
-            type: 'invoice.paid',
-            aggregateType: 'invoice',
-            aggregateId: `inv-${n}`,
-            payload: { n },
-          },
-          { manager },
-        ),
-    );
+  return target.get(DataSource).transaction((manager) =>
+    target.get(OutboxPublisher).emit(
+      {
+        type: 'invoice.paid',
+        aggregateType: 'invoice',
+        aggregateId: `inv-${n}`,
+        payload: { n },
+      },
+      { manager },
+    ),
+  );
 }
 
 describe('coalesced wakes', () => {
