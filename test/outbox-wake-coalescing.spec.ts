@@ -109,6 +109,33 @@ describe('coalesced wakes', () => {
     await eventually('the late event delivered', () => delivered.has(lateId));
   });
 
+  it('an emit in a nested transaction is woken after the outermost commit, not at its savepoint', async () => {
+    const running = await start({ wakeCoalesceMs: 1000 });
+    // Opens the window: the nested emit below goes without a NOTIFY of its own.
+    await emitOne(running, 0);
+
+    const committing = deferred();
+    const outer = running.get(DataSource).transaction(async (manager) => {
+      const id = await manager.transaction((inner) =>
+        running
+          .get(OutboxPublisher)
+          .emit(
+            { type: 'invoice.paid', aggregateType: 'invoice', aggregateId: 'nested', payload: {} },
+            { manager: inner },
+          ),
+      );
+      await committing.promise;
+      return id;
+    });
+    await eventually('the wake planned at the emit', () => notifications.length >= 2);
+    const before = notifications.length;
+    committing.resolve();
+    const nestedId = await outer;
+
+    await eventually('the wake after the outer commit', () => notifications.length > before);
+    await eventually('the nested event delivered', () => delivered.has(nestedId));
+  });
+
   it('without wakeCoalesceMs every committed emit sends its NOTIFY', async () => {
     const running = await start({});
     for (let n = 0; n < 3; n++) await emitOne(running, n);

@@ -1,5 +1,4 @@
 import { Logger } from '@nestjs/common';
-import type { OutboxStoreError } from './outbox.errors';
 import type { DeliveredSettle, FailedSettle, OutboxRecord } from './outbox-event.types';
 import type { OutboxResult } from './outbox.result';
 import type { OutboxRepository } from './outbox.repository';
@@ -106,8 +105,35 @@ export class OutboxCompleter {
     return this.currentFailure;
   }
 
+  /**
+   * A failure on record while nothing is left to settle is over as far as anyone can tell (the
+   * store answered a claim since): called by the producer after a claim that worked.
+   */
+  clearFailureIfIdle(): void {
+    if (this.pending === 0) this.currentFailure = null;
+  }
+
+  /** Takes settles again (after `close`). */
+  open(): void {
+    this.closed = false;
+  }
+
+  /**
+   * Gives every queued settle up and takes no more (shutdown out of time): their rows keep the
+   * lease, and statements already sent that fail are not retried.
+   */
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.timerAt = Infinity;
+    for (const kind of Object.keys(this.queues) as Kind[]) {
+      for (const pending of this.queues[kind].splice(0)) pending.resolve('lost');
+    }
+  }
+
   /** Queues a settle; resolves once it is written, found stale or given up. */
   complete(item: Settle, leaseDeadline: number): Promise<SettleResult> {
+    if (this.closed) return Promise.resolve('lost');
     return new Promise((resolve) => {
       this.queues[item.kind].push({
         item,
@@ -127,10 +153,15 @@ export class OutboxCompleter {
       if (waits.length === 0) {
         // Only settles waiting for their time: wait for the next one (or the abort).
         await new Promise<void>((resolve) => {
+          const done = () => {
+            clearTimeout(timer);
+            signal?.removeEventListener('abort', done);
+            resolve();
+          };
           // A flush planned for this turn has no timer: look again shortly.
           const wait = Number.isFinite(this.timerAt) ? this.timerAt - Date.now() : 1;
-          const timer = setTimeout(resolve, Math.min(RETRY_LAST_MS, Math.max(1, wait)));
-          signal?.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+          const timer = setTimeout(done, Math.min(RETRY_LAST_MS, Math.max(1, wait)));
+          signal?.addEventListener('abort', done, { once: true });
         });
       } else {
         await Promise.race(waits);
@@ -138,16 +169,8 @@ export class OutboxCompleter {
     }
   }
 
-  /** Gives every queued settle up (shutdown out of time); their rows keep the lease. */
-  abandon(): void {
-    clearTimeout(this.timer);
-    this.timerAt = Infinity;
-    for (const kind of Object.keys(this.queues) as Kind[]) {
-      for (const pending of this.queues[kind].splice(0)) pending.resolve('lost');
-    }
-  }
-
   private writing = 0;
+  private closed = false;
 
   private schedule(): void {
     if (this.scheduled) return;
@@ -173,7 +196,10 @@ export class OutboxCompleter {
         if (ready.length === 0) break;
         this.write(kind, ready);
       }
-      for (const pending of queue) nextRetry = Math.min(nextRetry, pending.notBefore);
+      // Settles ready now but held back by statements in flight go out when one of those ends.
+      for (const pending of queue) {
+        if (pending.notBefore > now) nextRetry = Math.min(nextRetry, pending.notBefore);
+      }
     }
     if (nextRetry < this.timerAt) {
       clearTimeout(this.timer);
@@ -195,7 +221,7 @@ export class OutboxCompleter {
       .then(
         (result) => this.apply(kind, batch, result),
         // The repository reports store failures as results; anything else is a bug worth seeing.
-        (err: unknown) => this.retryOrGiveUp(batch, scrubError(err)),
+        (err: unknown) => this.retryOrGiveUp(batch, scrubError(err), undefined),
       )
       .finally(() => {
         this.inFlight[kind]--;
@@ -234,7 +260,7 @@ export class OutboxCompleter {
     batch: Pending[],
     result: OutboxResult<{ settled: string[]; stale: string[]; newlyDead?: string[] }>,
   ): void {
-    if (!result.ok) return this.retryOrGiveUp(batch, describe(result.error));
+    if (!result.ok) return this.retryOrGiveUp(batch, result.error.message, result.error.code);
     this.currentFailure = null;
     const stale = new Set(result.value.stale);
     const dead = new Set(result.value.newlyDead ?? []);
@@ -266,13 +292,23 @@ export class OutboxCompleter {
   /**
    * Puts a failed batch back with backoff, less what the lease no longer covers: a write after
    * the lease could only be stale, and the handlers run again on the next claim either way.
+   * Not retried: what the server refused for its content (SQLSTATE classes 22, 23 and 42: it
+   * would refuse it again), releases (a release lowers the attempt count, so a retry after a
+   * first try that committed unseen could undo a newer claim; an unreleased row just waits for
+   * its lease), and anything once the completer is closed.
    */
-  private retryOrGiveUp(batch: Pending[], message: string): void {
+  private retryOrGiveUp(batch: Pending[], message: string, code: string | undefined): void {
     const now = Date.now();
+    const permanent = code !== undefined && /^(22|23|42)/.test(code);
     let lost = 0;
     for (const pending of batch) {
       const wait = Math.min(RETRY_LAST_MS, RETRY_FIRST_MS * 2 ** pending.tries);
-      if (now + wait >= pending.deadline) {
+      if (
+        this.closed ||
+        permanent ||
+        pending.item.kind === 'release' ||
+        now + wait >= pending.deadline
+      ) {
         lost++;
         pending.resolve('lost');
         continue;
@@ -314,8 +350,4 @@ export class OutboxCompleter {
       }
     }
   }
-}
-
-function describe(error: OutboxStoreError): string {
-  return error.message;
 }

@@ -32,6 +32,7 @@ export class OutboxProducer {
   private running = false;
   private claiming = false;
   private probing = false;
+  private pumpScheduled = false;
   /** Bumped by every wake: a claim that started before a wake does not answer it. */
   private wakes = 0;
   private answeredWakes = -1;
@@ -106,8 +107,21 @@ export class OutboxProducer {
     this.wakeIn(this.options.failedDrainRetryMs);
   }
 
-  /** Looks for work if a slot is free and work may be due. Called on every wake and slot end. */
+  /**
+   * Looks for work if a slot is free and work may be due. Called on every wake, slot end and
+   * settle; the look happens once the current turn of the event loop is over, so the slots that
+   * free up together (the handlers of one claim ending) are claimed together.
+   */
   pump(): void {
+    if (this.pumpScheduled || !this.running) return;
+    this.pumpScheduled = true;
+    setImmediate(() => {
+      this.pumpScheduled = false;
+      this.claimIfUseful();
+    });
+  }
+
+  private claimIfUseful(): void {
     if (!this.running || this.claiming) return;
     if (this.answeredWakes === this.wakes) return;
     if (Date.now() < this.pausedUntil) return this.wakeIn(this.pausedUntil - Date.now());
@@ -129,6 +143,7 @@ export class OutboxProducer {
             return this.wakeIn(this.options.failedDrainRetryMs);
           }
           this.lastClaim = new Date();
+          this.completer.clearFailureIfIdle();
           const records = result.value;
           for (const record of records) {
             if (this.running) {

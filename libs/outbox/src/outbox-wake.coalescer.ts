@@ -42,6 +42,8 @@ export class WakeCoalescer {
   /** The transaction of `queryRunner` committed (TypeORM's `afterTransactionCommit`). */
   committed(queryRunner: object): void {
     if (!this.unwoken.has(queryRunner)) return;
+    // TypeORM reports a released savepoint as a commit too: wait for the outermost one.
+    if ((queryRunner as { isTransactionActive?: boolean }).isTransactionActive) return;
     this.unwoken.delete(queryRunner);
     this.planTrailing();
   }

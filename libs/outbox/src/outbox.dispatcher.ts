@@ -162,9 +162,8 @@ export class OutboxDispatcher
     this.current = 'running';
     this.stopping = undefined;
     this.startedAt = new Date();
-    this.abandonController = new AbortController();
-    // Every running handler listens to it: as many as concurrency times handlers per event.
-    setMaxListeners(0, this.abandonController.signal);
+    this.renewAbandon();
+    this.completer.open();
     this.warnWithoutConnectTimeout();
     if (this.options.listen.enabled) {
       this.listener = new PgListener(
@@ -204,12 +203,13 @@ export class OutboxDispatcher
   }
 
   /**
-   * Claims once (up to `min(batchSize, concurrency)` events), runs them and writes their
-   * settles, outside the loop: for tests, scripts and hand-driven workers. Its events use
-   * slots beside the loop's, if the loop runs too.
+   * Claims once (up to the free slots, at most `batchSize`), runs what it claimed and writes
+   * the settles, outside the loop: for tests, scripts and hand-driven workers (normally with
+   * `autoStart: false`). A shutdown abandons its handlers like the loop's.
    */
   async drainOnce(): Promise<DrainReport> {
-    const limit = Math.min(this.options.batchSize, this.options.concurrency);
+    const free = this.options.concurrency - this.executor.active;
+    const limit = Math.max(0, Math.min(this.options.batchSize, free));
     const report: DrainReport = {
       ok: true,
       limit,
@@ -220,6 +220,11 @@ export class OutboxDispatcher
       stale: 0,
       lost: 0,
     };
+    if (limit === 0 || this.current === 'stopping') return report;
+    // A stopped dispatcher closed its completer and abandoned its handlers; a hand-driven
+    // drain after it starts afresh.
+    this.completer.open();
+    if (this.abandonController.signal.aborted) this.renewAbandon();
     const claimedAt = Date.now();
     const claim = await this.repository.claim({
       limit,
@@ -229,10 +234,18 @@ export class OutboxDispatcher
     if (!claim.ok) return { ...report, ok: false, error: claim.error };
     report.claimed = claim.value.length;
     const results = await Promise.all(
-      claim.value.map((record) => this.executor.start(record, claimedAt)),
+      claim.value.map((record) =>
+        this.executor.start(record, claimedAt, this.abandonController.signal),
+      ),
     );
     for (const execution of results) tally(report, execution);
     return report;
+  }
+
+  private renewAbandon(): void {
+    this.abandonController = new AbortController();
+    // Every running handler listens to it: as many as concurrency times handlers per event.
+    setMaxListeners(0, this.abandonController.signal);
   }
 
   /** Asks for a claim as soon as a slot is free. */
@@ -262,7 +275,7 @@ export class OutboxDispatcher
       settled.abort();
     } finally {
       grace.cancel();
-      this.completer.abandon();
+      this.completer.close();
       const left = shutdownGraceMs + SHUTDOWN_MARGIN_MS - (Date.now() - startedAt);
       await Promise.race([this.listener?.stop(left), deadline.promise]);
       deadline.cancel();

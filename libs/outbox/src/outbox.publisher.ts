@@ -1,6 +1,7 @@
 import {
   Inject,
   Injectable,
+  Logger,
   type BeforeApplicationShutdown,
   type OnModuleInit,
 } from '@nestjs/common';
@@ -43,6 +44,7 @@ const EMIT = 'OutboxPublisher.emit';
  */
 @Injectable()
 export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown {
+  private readonly logger = new Logger('Outbox');
   private transactionHost: AmbientTransactionHost | undefined;
   private readonly wakes: WakeCoalescer;
 
@@ -52,7 +54,7 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
   ) {
-    this.wakes = new WakeCoalescer(options.wakeCoalesceMs, () => repository.wake());
+    this.wakes = new WakeCoalescer(options.wakeCoalesceMs, () => this.sendWake());
   }
 
   onModuleInit(): void {
@@ -63,6 +65,15 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
         afterTransactionCommit: ({ queryRunner }) => this.wakes.committed(queryRunner),
       };
       this.dataSource.subscribers.push(subscriber);
+    }
+  }
+
+  /** A coalesced wake, tried twice: a wake lost would leave committed events to the poll. */
+  private async sendWake(): Promise<void> {
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      const result = await this.repository.wake();
+      if (result.ok) return;
+      if (attempt === 2) this.logger.warn(`Outbox wake not sent: ${result.error.message}`);
     }
   }
 

@@ -289,3 +289,13 @@ describe('scrubError', () => {
     });
   });
 });
+
+describe('scrubError output is storable', () => {
+  it('replaces NUL and lone surrogates, including a pair split by the length bound', () => {
+    expect(scrubError(new Error('a\u0000b'))).toBe('Error: a\uFFFDb');
+    expect(scrubError('lone \ud83d here')).toBe('lone \uFFFD here');
+    const split = scrubError(`${'x'.repeat(1961)}\u{1F600}${'y'.repeat(100)}`);
+    expect(split).not.toMatch(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])/);
+    expect(scrubError('pair \u{1F600} kept')).toBe('pair \u{1F600} kept');
+  });
+});

@@ -160,8 +160,23 @@ export function scrubError(err: unknown, maxLength = MAX_ERROR_LENGTH): string {
   const cut = described.length > limit;
   let text = cut ? boundInput(described, limit, maxLength) : described;
   for (const rule of RULES) text = rule(text);
-  if (!cut && text.length <= maxLength) return text;
-  return text.slice(0, Math.max(0, maxLength - TRUNCATED.length)) + TRUNCATED;
+  if (cut || text.length > maxLength) {
+    text = text.slice(0, Math.max(0, maxLength - TRUNCATED.length)) + TRUNCATED;
+  }
+  return storable(text);
+}
+
+/**
+ * What PostgreSQL's text and jsonb refuse, replaced: NUL, and a lone surrogate (an error message
+ * may hold one, and a cut may split a pair). One such character must not make a whole settle
+ * statement fail.
+ */
+const NOT_STORABLE =
+  // eslint-disable-next-line no-control-regex -- NUL is exactly what must go
+  /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+function storable(text: string): string {
+  return text.replace(NOT_STORABLE, '\uFFFD');
 }
 
 /**
