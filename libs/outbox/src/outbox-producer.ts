@@ -5,6 +5,13 @@ import type { OutboxRepository } from './outbox.repository';
 import type { ResolvedOutboxOptions } from './outbox.options';
 import { scrubError } from './scrub-error';
 
+/**
+ * Claims in flight at once. A slot that frees while a claim is out need not wait for that claim
+ * and then its own: under load a second claim takes it at once, and slots freed meanwhile still
+ * gather into the next one.
+ */
+const MAX_CLAIMS_IN_FLIGHT = 2;
+
 type ProducerOptions = Pick<
   ResolvedOutboxOptions,
   | 'concurrency'
@@ -20,8 +27,8 @@ type ProducerOptions = Pick<
  * The first step of the flow (claim → execute → complete). It owns `concurrency` slots and,
  * whenever slots are free and work may be due, claims up to the free count (at most
  * `batchSize`); every claimed event starts at once, so none waits behind another's slow
- * handler. One claim is in flight at a time: slots freed meanwhile are taken together by the
- * next, so claims stay batched under load. Work "may be due" after a wake (a NOTIFY, the
+ * handler. At most two claims are in flight, each for slots no other claim asked for: slots
+ * freed meanwhile are taken together by the next, so claims stay batched under load. Work "may be due" after a wake (a NOTIFY, the
  * listener's reconnect, the poll), when the earliest due time planned from one index probe
  * arrives, when a failed event's retry falls due, and for as long as claims come back full.
  * Claiming pauses after a failed claim and while settles are being given up, and it stops
@@ -30,7 +37,9 @@ type ProducerOptions = Pick<
 export class OutboxProducer {
   private readonly logger = new Logger('Outbox');
   private running = false;
-  private claiming = false;
+  /** Claims sent and not answered yet, and the slots they asked for. */
+  private claims = 0;
+  private reserved = 0;
   private probing = false;
   private pumpScheduled = false;
   /** Bumped by every wake: a claim that started before a wake does not answer it. */
@@ -59,7 +68,7 @@ export class OutboxProducer {
   }
 
   get isClaiming(): boolean {
-    return this.claiming;
+    return this.claims > 0;
   }
 
   start(abandon: AbortSignal): void {
@@ -122,20 +131,22 @@ export class OutboxProducer {
   }
 
   private claimIfUseful(): void {
-    if (!this.running || this.claiming) return;
+    if (!this.running || this.claims >= MAX_CLAIMS_IN_FLIGHT) return;
     if (this.answeredWakes === this.wakes) return;
     if (Date.now() < this.pausedUntil) return this.wakeIn(this.pausedUntil - Date.now());
-    const free = this.options.concurrency - this.executor.active;
+    const free = this.options.concurrency - this.executor.active - this.reserved;
     // A slot's end or a settle's calls pump again.
     if (free <= 0 || this.completer.pending >= this.maxUnsettled) return;
     const limit = Math.min(free, this.options.batchSize);
     const wakesBefore = this.wakes;
     const claimedAt = Date.now();
-    this.claiming = true;
+    this.claims++;
+    this.reserved += limit;
     this.repository
       .claim({ limit, leaseMs: this.options.leaseMs, types: this.options.types })
       .then(
         (result) => {
+          this.reserved -= limit;
           if (!result.ok) {
             const { message, code } = result.error;
             this.logger.warn(code ? `${message} (SQLSTATE ${code})` : message);
@@ -163,13 +174,14 @@ export class OutboxProducer {
           }
         },
         (err: unknown) => {
+          this.reserved -= limit;
           this.logger.error(`Outbox claim crashed: ${scrubError(err)}`);
           this.pausedUntil = Date.now() + this.options.failedDrainRetryMs;
           this.wakeIn(this.options.failedDrainRetryMs);
         },
       )
       .finally(() => {
-        this.claiming = false;
+        this.claims--;
         this.pump();
       });
   }
