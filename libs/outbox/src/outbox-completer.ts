@@ -9,6 +9,8 @@ import { scrubError } from './scrub-error';
 const LOGGED_ERROR_LENGTH = 500;
 /** Statements of each kind in flight at once; more would only queue behind the commits. */
 const MAX_FLUSHES = 2;
+/** How long a settle waits for others to travel with it (unless a batch fills first). */
+const SETTLE_GATHER_MS = 5;
 /** Backoff of a settle statement that failed: doubling from the first to the last. */
 const RETRY_FIRST_MS = 50;
 const RETRY_LAST_MS = 1000;
@@ -68,9 +70,11 @@ type Kind = Settle['kind'];
 
 /**
  * The last step of the flow (claim → execute → complete). Each event's settle is queued as
- * soon as its handlers end; queued settles of a kind travel together in one statement, flushed
- * right away while fewer than two of that kind are in flight and gathered while the store is
- * busy, so a burst of ends costs a few round trips, not one each. A statement that fails is
+ * soon as its handlers end; queued settles of a kind travel together in one statement, once the
+ * first of them has waited SETTLE_GATHER_MS or a batch is full, at most two statements of a kind
+ * at a time, so ends spread over a few milliseconds cost one round trip and one commit, not one
+ * each (the commits of settles wait for the disk, and under load they compete with the
+ * handlers' own). A statement that fails is
  * retried with backoff for as long as the claim's lease leaves time to write it (a failover
  * blip costs nothing); a settle that runs out of lease is given up, and the completer reports
  * a failure until a settle succeeds again, so the producer stops claiming work it could not
@@ -139,7 +143,8 @@ export class OutboxCompleter {
         item,
         deadline: leaseDeadline,
         tries: 0,
-        notBefore: 0,
+        // Settles ending within a few milliseconds of each other go out together.
+        notBefore: Date.now() + SETTLE_GATHER_MS,
         resolve,
       });
       this.schedule();
@@ -189,14 +194,18 @@ export class OutboxCompleter {
       const queue = this.queues[kind];
       while (this.inFlight[kind] < MAX_FLUSHES) {
         const ready: Pending[] = [];
+        // A full batch goes at once, without waiting out the gathering time.
+        const full = queue.length >= this.options.batchSize;
         for (let i = 0; i < queue.length && ready.length < this.options.batchSize;) {
-          if (queue[i].notBefore <= now) ready.push(...queue.splice(i, 1));
+          const { notBefore, tries } = queue[i];
+          if (notBefore <= now || (full && tries === 0)) ready.push(...queue.splice(i, 1));
           else i++;
         }
         if (ready.length === 0) break;
         this.write(kind, ready);
       }
-      // Settles ready now but held back by statements in flight go out when one of those ends.
+      // Settles ready now but held back by statements in flight go out when one of those ends;
+      // the others when their time comes.
       for (const pending of queue) {
         if (pending.notBefore > now) nextRetry = Math.min(nextRetry, pending.notBefore);
       }
