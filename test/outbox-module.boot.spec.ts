@@ -9,6 +9,7 @@ import { DataSource } from 'typeorm';
 import {
   DuplicateOutboxHandlerError,
   EmptyOutboxHandlerEventsError,
+  InvalidOutboxHandlerTimeoutError,
   InvalidOutboxHandlerNameError,
   InvalidOutboxOptionsError,
   OnOutboxEvent,
@@ -138,6 +139,19 @@ describe('OutboxModule boot failures', () => {
     expect(error).toBeInstanceOf(EmptyOutboxHandlerEventsError);
     expect(error.message).toBe(
       `Outbox handler "nothing" on Nothing.handle subscribes to no event: events must be '*' or a non-empty list of event types, got []`,
+    );
+  });
+
+  it("a handler's own timeoutMs the lease cannot cover fails the boot, naming the handler, the value and the lease", async () => {
+    @Injectable()
+    class Slow {
+      @OnOutboxEvent('slow-export', { events: ['report.requested'], timeoutMs: 60_000 })
+      handle() {}
+    }
+    const error = await bootFailure([Slow]);
+    expect(error).toBeInstanceOf(InvalidOutboxHandlerTimeoutError);
+    expect(error.message).toBe(
+      'Outbox handler "slow-export" on Slow.handle has timeoutMs 60000: it must be an integer from 1, and the lease (leaseMs 60000) must cover it plus 1000 ms to settle, so a claimed event is settled before another instance may claim it',
     );
   });
 

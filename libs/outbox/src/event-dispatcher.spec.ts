@@ -1,4 +1,5 @@
 import { EventDispatcher } from './event-dispatcher';
+import { InvalidOutboxHandlerTimeoutError } from './outbox.errors';
 import type { OutboxEvent } from './outbox-handler.types';
 
 const event: OutboxEvent = {
@@ -46,5 +47,55 @@ describe('EventDispatcher.deliver', () => {
     }
     await dispatcher.deliver(event, { 'audit-log': '2026-01-01T00:00:00Z' }, { attempt: 2 });
     expect(ran).toEqual(['webhook-fanout']);
+  });
+});
+
+describe('EventDispatcher: a handler with its own timeoutMs', () => {
+  it('is raced against its own budget; a handler without one keeps the module budget', async () => {
+    const dispatcher = new EventDispatcher({ handlerTimeoutMs: 10_000, leaseMs: 60_000 });
+    const never = new Promise<void>(() => undefined);
+    let signal: AbortSignal | undefined;
+    dispatcher.register({
+      name: 'quick-budget',
+      events: '*',
+      timeoutMs: 20,
+      handle: (_event, ctx) => {
+        signal = ctx.signal;
+        return never;
+      },
+      location: 'T.quick',
+    });
+    // Ends after 60 ms, within the module budget: by then the 20 ms budget has aborted the other.
+    let abortedWhenModuleBudgetEnded: boolean | undefined;
+    dispatcher.register({
+      name: 'module-budget',
+      events: '*',
+      handle: async () => {
+        await new Promise((resolve) => setTimeout(resolve, 60));
+        abortedWhenModuleBudgetEnded = signal?.aborted;
+      },
+      location: 'T.module',
+    });
+    const outcomes = await dispatcher.deliver(event, {}, { attempt: 1 });
+    const byName = Object.fromEntries(outcomes.map((o) => [o.handlerName, o]));
+    expect(byName['quick-budget']).toMatchObject({ ok: false, timedOut: true });
+    expect(String((byName['quick-budget'] as { error: unknown }).error)).toContain(
+      'did not finish within its 20 ms budget',
+    );
+    expect(abortedWhenModuleBudgetEnded).toBe(true);
+    expect(byName['module-budget']).toEqual({ handlerName: 'module-budget', ok: true });
+  });
+
+  it.each([0, -5, 1.5, '500', 59_001])('refuses timeoutMs %p with a typed error', (timeoutMs) => {
+    const dispatcher = new EventDispatcher({ handlerTimeoutMs: 1000, leaseMs: 60_000 });
+    expect(() =>
+      dispatcher.register({
+        name: 'bad-budget',
+        events: '*',
+        timeoutMs: timeoutMs as number,
+        handle: () => undefined,
+        location: 'T.bad',
+      }),
+    ).toThrow(InvalidOutboxHandlerTimeoutError);
   });
 });

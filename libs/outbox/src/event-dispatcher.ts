@@ -3,11 +3,12 @@ import {
   DuplicateOutboxHandlerError,
   EmptyOutboxHandlerEventsError,
   InvalidOutboxHandlerNameError,
+  InvalidOutboxHandlerTimeoutError,
   OutboxHandlerTimeoutError,
 } from './outbox.errors';
 import { OutboxMessages } from './outbox.messages';
 import type { HandlerOutcome, OutboxEvent, OutboxHandlerFn } from './outbox-handler.types';
-import type { ResolvedOutboxOptions } from './outbox.options';
+import { LEASE_SETTLE_HEADROOM_MS, type ResolvedOutboxOptions } from './outbox.options';
 import { OUTBOX_OPTIONS } from './outbox.tokens';
 
 const KEBAB_CASE = /^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$/;
@@ -16,6 +17,8 @@ const EVERY_TYPE = '*';
 export interface OutboxHandlerRegistration {
   name: string;
   events: readonly string[] | '*';
+  /** The handler's own budget; the module's `handlerTimeoutMs` when absent. */
+  timeoutMs?: number;
   handle: OutboxHandlerFn;
   /** Where the handler is declared (`Class.method`), for error messages. */
   location: string;
@@ -25,6 +28,7 @@ interface RegisteredHandler {
   name: string;
   handle: OutboxHandlerFn;
   location: string;
+  budgetMs: number;
 }
 
 /** The handlers of one event, started: see `EventDispatcher.execute`. */
@@ -54,14 +58,20 @@ export class EventDispatcher {
   /** Types already reported as having no handler, so each is logged once. */
   private readonly unhandledTypes = new Set<string>();
   private readonly budgetMs: number;
+  private readonly leaseMs: number;
 
-  constructor(@Inject(OUTBOX_OPTIONS) options: Pick<ResolvedOutboxOptions, 'handlerTimeoutMs'>) {
+  constructor(
+    @Inject(OUTBOX_OPTIONS)
+    options: Pick<ResolvedOutboxOptions, 'handlerTimeoutMs'> &
+      Partial<Pick<ResolvedOutboxOptions, 'leaseMs'>>,
+  ) {
     this.budgetMs = options.handlerTimeoutMs;
+    this.leaseMs = options.leaseMs ?? Infinity;
   }
 
   /** Adds a handler; throws a typed error for a bad name, no events or a name clash. */
   register(registration: OutboxHandlerRegistration): void {
-    const { name, events, handle, location } = registration;
+    const { name, events, handle, location, timeoutMs } = registration;
     if (typeof name !== 'string' || !KEBAB_CASE.test(name)) {
       throw new InvalidOutboxHandlerNameError(name, location);
     }
@@ -73,6 +83,15 @@ export class EventDispatcher {
     ) {
       throw new EmptyOutboxHandlerEventsError(name, location, events);
     }
+    if (
+      timeoutMs !== undefined &&
+      (!Number.isInteger(timeoutMs) ||
+        timeoutMs < 1 ||
+        timeoutMs + LEASE_SETTLE_HEADROOM_MS > this.leaseMs)
+    ) {
+      throw new InvalidOutboxHandlerTimeoutError(name, location, timeoutMs, this.leaseMs);
+    }
+    const budgetMs = timeoutMs ?? this.budgetMs;
     const eventTypes = new Set(types as string[]);
     for (const type of eventTypes) {
       const clash = this.clashing(name, type);
@@ -80,7 +99,7 @@ export class EventDispatcher {
     }
     for (const type of eventTypes) {
       const list = this.byType.get(type) ?? [];
-      list.push({ name, handle, location });
+      list.push({ name, handle, location, budgetMs });
       this.byType.set(type, list);
     }
   }
@@ -177,18 +196,22 @@ export class EventDispatcher {
       () => undefined,
       () => undefined,
     );
-    return { outcome: this.race(handler.name, running, controller, options.signal), ended };
+    return {
+      outcome: this.race(handler.name, handler.budgetMs, running, controller, options.signal),
+      ended,
+    };
   }
 
   private async race(
     handlerName: string,
+    budgetMs: number,
     running: Promise<unknown>,
     controller: AbortController,
     abandon: AbortSignal | undefined,
   ): Promise<HandlerOutcome> {
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), this.budgetMs);
+      timer = setTimeout(() => resolve('timeout'), budgetMs);
     });
     let onAbandon: (() => void) | undefined;
     const abandoned = new Promise<'abandoned'>((resolve) => {
@@ -201,7 +224,7 @@ export class EventDispatcher {
       if (result === 'done') return { handlerName, ok: true };
       const error =
         result === 'timeout'
-          ? new OutboxHandlerTimeoutError(handlerName, this.budgetMs)
+          ? new OutboxHandlerTimeoutError(handlerName, budgetMs)
           : ((abandon?.reason as unknown) ?? new Error('abandoned'));
       controller.abort(error);
       return { handlerName, ok: false, error, timedOut: result === 'timeout' };

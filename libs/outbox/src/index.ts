@@ -71,6 +71,7 @@ export {
   EmptyOutboxHandlerEventsError,
   InvalidOutboxEventError,
   InvalidOutboxHandlerNameError,
+  InvalidOutboxHandlerTimeoutError,
   InvalidOutboxOptionsError,
   OutboxError,
   OutboxEventConflictError,

@@ -33,6 +33,12 @@ export type OutboxHandlerFn<P = unknown> = (
 export interface OnOutboxEventOptions {
   /** Event types this handler receives, or `'*'` for every type (dead announcements included). */
   events: readonly string[] | '*';
+  /**
+   * This handler's own time budget in milliseconds (an integer from 1), instead of the module's
+   * `handlerTimeoutMs`. The lease must cover the largest budget plus 1 s; the boot fails
+   * otherwise.
+   */
+  timeoutMs?: number;
 }
 
 /** What `EventDispatcher.deliver` reports for one handler. */

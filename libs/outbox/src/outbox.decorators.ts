@@ -6,6 +6,7 @@ export const OUTBOX_HANDLER_METADATA = 'nestjs-lease-outbox:handler';
 export interface OutboxHandlerMetadata {
   name: string;
   events: readonly string[] | '*';
+  timeoutMs?: number;
 }
 
 /**
@@ -15,11 +16,12 @@ export interface OutboxHandlerMetadata {
  * singleton provider, at least one event).
  *
  * @example
- * @OnOutboxEvent('webhook-fanout', { events: ['invoice.paid', 'member.invited'] })
+ * @OnOutboxEvent('webhook-fanout', { events: ['invoice.paid', 'member.invited'], timeoutMs: 30_000 })
  * async handle(event: OutboxEvent<InvoicePaid>, ctx: HandlerContext) { ... }
  */
 export const OnOutboxEvent = (name: string, options: OnOutboxEventOptions): MethodDecorator =>
   SetMetadata<string, OutboxHandlerMetadata>(OUTBOX_HANDLER_METADATA, {
     name,
     events: options?.events,
+    timeoutMs: options?.timeoutMs,
   });

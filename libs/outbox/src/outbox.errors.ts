@@ -135,6 +135,18 @@ export class EmptyOutboxHandlerEventsError extends OutboxError {
   }
 }
 
+/** A handler's own `timeoutMs` is not a positive integer, or the lease cannot cover it. */
+export class InvalidOutboxHandlerTimeoutError extends OutboxError {
+  constructor(
+    readonly handlerName: string,
+    readonly location: string,
+    readonly timeoutMs: unknown,
+    readonly leaseMs: number,
+  ) {
+    super(OutboxMessages.invalidHandlerTimeout(handlerName, location, timeoutMs, leaseMs));
+  }
+}
+
 /** A handler ran past its time budget; its signal was aborted. */
 export class OutboxHandlerTimeoutError extends OutboxError {
   constructor(

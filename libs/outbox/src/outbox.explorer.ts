@@ -88,6 +88,7 @@ export class OutboxExplorer implements OnModuleInit {
       this.dispatcher.register({
         name: metadata.name,
         events: metadata.events,
+        timeoutMs: metadata.timeoutMs,
         handle: (event, context) =>
           (instance[methodName] as OutboxHandlerFn).call(instance, event, context),
         location: `${className}.${methodName}`,

@@ -39,6 +39,10 @@ export const OutboxMessages = {
   emptyHandlerEvents: (name: string, location: string, events: unknown) =>
     `Outbox handler "${name}" on ${location} subscribes to no event: events must be '*' or a ` +
     `non-empty list of event types, got ${describeValue(events)}`,
+  invalidHandlerTimeout: (name: string, location: string, timeoutMs: unknown, leaseMs: number) =>
+    `Outbox handler "${name}" on ${location} has timeoutMs ${describeValue(timeoutMs)}: it must ` +
+    `be an integer from 1, and the lease (leaseMs ${leaseMs}) must cover it plus 1000 ms to ` +
+    `settle, so a claimed event is settled before another instance may claim it`,
   handlerTimeout: (name: string, budgetMs: number) =>
     `Outbox handler "${name}" did not finish within its ${budgetMs} ms budget`,
   storeFailure: (operation: string, detail: string) => `Outbox ${operation} failed: ${detail}`,
