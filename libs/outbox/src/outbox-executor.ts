@@ -118,7 +118,7 @@ export class OutboxExecutor {
 }
 
 /** What a handler sees: the record without the lease bookkeeping. */
-export function toEvent(record: OutboxRecord): OutboxEvent {
+function toEvent(record: OutboxRecord): OutboxEvent {
   // eslint-disable-next-line @typescript-eslint/no-unused-vars
   const { attempts, leaseExpiresAt, deliveries, deadAt, lastError, ...event } = record;
   return event;

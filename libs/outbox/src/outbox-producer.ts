@@ -28,8 +28,9 @@ type ProducerOptions = Pick<
  * whenever slots are free and work may be due, claims up to the free count (at most
  * `batchSize`); every claimed event starts at once, so none waits behind another's slow
  * handler. At most two claims are in flight, each for slots no other claim asked for: slots
- * freed meanwhile are taken together by the next, so claims stay batched under load. Work "may be due" after a wake (a NOTIFY, the
- * listener's reconnect, the poll), when the earliest due time planned from one index probe
+ * freed meanwhile are taken together by the next, so claims stay batched under load. Work
+ * "may be due" after a wake (a NOTIFY, the listener's reconnect, the poll), when the earliest
+ * due time planned from one index probe
  * arrives, when a failed event's retry falls due, and for as long as claims come back full.
  * Claiming pauses after a failed claim and while settles are being given up, and it stops
  * while settles back up, so claimed work never outruns what can be recorded.
@@ -38,7 +39,7 @@ export class OutboxProducer {
   private readonly logger = new Logger('Outbox');
   private running = false;
   /** Claims sent and not answered yet, and the slots they asked for. */
-  private claims = 0;
+  private readonly claims = new Set<Promise<void>>();
   private reserved = 0;
   private probing = false;
   private pumpScheduled = false;
@@ -67,8 +68,9 @@ export class OutboxProducer {
     return this.lastClaim;
   }
 
-  get isClaiming(): boolean {
-    return this.claims > 0;
+  /** Resolves once every claim sent so far has come back (and its rows were handed on). */
+  async claimsSettled(): Promise<void> {
+    while (this.claims.size > 0) await Promise.all(this.claims);
   }
 
   start(abandon: AbortSignal): void {
@@ -131,7 +133,7 @@ export class OutboxProducer {
   }
 
   private claimIfUseful(): void {
-    if (!this.running || this.claims >= MAX_CLAIMS_IN_FLIGHT) return;
+    if (!this.running || this.claims.size >= MAX_CLAIMS_IN_FLIGHT) return;
     if (this.answeredWakes === this.wakes) return;
     if (Date.now() < this.pausedUntil) return this.wakeIn(this.pausedUntil - Date.now());
     const free = this.options.concurrency - this.executor.active - this.reserved;
@@ -140,9 +142,8 @@ export class OutboxProducer {
     const limit = Math.min(free, this.options.batchSize);
     const wakesBefore = this.wakes;
     const claimedAt = Date.now();
-    this.claims++;
     this.reserved += limit;
-    this.repository
+    const claim: Promise<void> = this.repository
       .claim({ limit, leaseMs: this.options.leaseMs, types: this.options.types })
       .then(
         (result) => {
@@ -181,9 +182,10 @@ export class OutboxProducer {
         },
       )
       .finally(() => {
-        this.claims--;
+        this.claims.delete(claim);
         this.pump();
       });
+    this.claims.add(claim);
   }
 
   /**

@@ -269,7 +269,7 @@ export class OutboxDispatcher
       this.abandonController.abort(new Error('abandoned at shutdown'));
       const settled = new AbortController();
       await Promise.race([
-        this.whenClaimsEnd().then(() => this.completer.idle(settled.signal)),
+        this.producer.claimsSettled().then(() => this.completer.idle(settled.signal)),
         deadline.promise,
       ]);
       settled.abort();
@@ -284,10 +284,6 @@ export class OutboxDispatcher
     }
   }
 
-  /** A claim sent before the stop may still return rows, which are then given back. */
-  private async whenClaimsEnd(): Promise<void> {
-    while (this.producer.isClaiming) await delay(5).promise;
-  }
   /**
    * The outbox bounds its own statements, but a new pool connection to a database that stopped
    * answering waits as long as the driver lets it: without a connect timeout, forever, and
