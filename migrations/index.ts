@@ -2,6 +2,7 @@ import { OUTBOX_MIGRATIONS } from '../libs/outbox/src/migrations';
 import { CreateOutboxEvent1764400000000 } from './1764400000000-create-outbox-event';
 import { CreateReferenceApp1764500000000 } from './1764500000000-create-reference-app';
 import { OutboxDueIndex1765000000000 } from '../libs/outbox/src/migrations/1765000000000-outbox-due-index';
+import { OutboxEventCausation1766000000000 } from '../libs/outbox/src/migrations/1766000000000-outbox-event-causation';
 
 /** The reference app's own tables; they run after the outbox's. */
 export const REFERENCE_APP_MIGRATIONS = [CreateReferenceApp1764500000000];
@@ -10,5 +11,6 @@ export {
   OUTBOX_MIGRATIONS,
   CreateOutboxEvent1764400000000,
   OutboxDueIndex1765000000000,
+  OutboxEventCausation1766000000000,
   CreateReferenceApp1764500000000,
 };

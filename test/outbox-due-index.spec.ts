@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { DataSource, type MigrationInterface } from 'typeorm';
 import {
+  OutboxDueIndex1765000000000,
   CreateOutboxEvent1764400000000,
   OUTBOX_MIGRATIONS,
   OutboxRepository,
@@ -248,6 +249,12 @@ describe('OutboxDueIndex1765000000000 upgrades a 0.1 table in place', () => {
     if (name) await withAdminClient(adminUrl, (client) => dropDatabase(client, name));
   });
 
+  /** The migrations up to this one: `undoLastMigration` must undo the due index. */
+  const UP_TO_DUE_INDEX = OUTBOX_MIGRATIONS.slice(
+    0,
+    OUTBOX_MIGRATIONS.indexOf(OutboxDueIndex1765000000000) + 1,
+  );
+
   async function migrate(
     migrations: (new () => MigrationInterface)[],
     work: (dataSource: DataSource) => Promise<unknown>,
@@ -298,7 +305,7 @@ describe('OutboxDueIndex1765000000000 upgrades a 0.1 table in place', () => {
     // What a table made from scratch by every migration has.
     const freshIndexes = await migratedIndexes(t.db.dataSource, 'outbox_event');
 
-    await migrate(OUTBOX_MIGRATIONS, (dataSource) =>
+    await migrate(UP_TO_DUE_INDEX, (dataSource) =>
       dataSource.runMigrations({ transaction: 'each' }),
     );
     const after = await rowsByType();
@@ -319,13 +326,18 @@ describe('OutboxDueIndex1765000000000 upgrades a 0.1 table in place', () => {
     expect(await indexes()).toEqual(freshIndexes);
 
     // down() restores the 0.1 indexes, and up() runs again on top of it.
-    await migrate(OUTBOX_MIGRATIONS, (dataSource) => dataSource.undoLastMigration());
+    await migrate(UP_TO_DUE_INDEX, (dataSource) => dataSource.undoLastMigration());
     expect(await indexes()).toEqual(oldIndexes);
-    await migrate(OUTBOX_MIGRATIONS, (dataSource) =>
+    await migrate(UP_TO_DUE_INDEX, (dataSource) =>
       dataSource.runMigrations({ transaction: 'each' }),
     );
     expect(await rowsByType()).toEqual(after);
     expect(await indexes()).toEqual(freshIndexes);
+
+    // The later migrations, which the claim's statement needs.
+    await migrate(OUTBOX_MIGRATIONS, (dataSource) =>
+      dataSource.runMigrations({ transaction: 'each' }),
+    );
 
     // The new claim takes the fresh row and the one whose lease ran out, in due order; not the
     // retrying row, the row still leased, the dead row (due in 4 hours) or the delivered one.

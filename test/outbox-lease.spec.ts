@@ -13,6 +13,7 @@ import {
 } from '@app/outbox';
 import { CLAIM } from '@app/outbox/outbox.sql';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { invoicePaid } from './support/events';
 
 /**
  * The lease proof: every guarantee the relay builds on, shown against a real PostgreSQL with
@@ -49,17 +50,7 @@ function value<T>(result: OutboxResult<T>): T {
   return result.value;
 }
 
-function event(overrides: Partial<NewOutboxEvent> = {}): NewOutboxEvent {
-  return {
-    type: 'invoice.paid',
-    aggregateType: 'invoice',
-    aggregateId: 'inv-1',
-    organizationId: 'org-1',
-    requestId: 'req-1',
-    payload: { amount: 100 },
-    ...overrides,
-  };
-}
+const event = invoicePaid;
 
 async function enqueue(...events: NewOutboxEvent[]): Promise<string[]> {
   return (await enqueueDetailed(...events)).map((e) => e.id);

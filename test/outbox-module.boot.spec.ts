@@ -1,8 +1,6 @@
 import { Injectable, Scope, type INestApplication } from '@nestjs/common';
 import { ConfigModule, ConfigService } from '@nestjs/config';
-import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
-import { ClsModule } from 'nestjs-cls';
-import { ClsPluginTransactional, TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import type { Client } from 'pg';
 import { DataSource } from 'typeorm';
@@ -22,6 +20,7 @@ import {
   type OutboxEvent,
   type ResolvedOutboxOptions,
 } from '@app/outbox';
+import { clsTransactionsModule } from './support/cls-transactions';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { createOutboxApp } from './support/outbox-app';
 
@@ -241,17 +240,7 @@ describe('OutboxPublisher with @nestjs-cls/transactional', () => {
     app = await createOutboxApp({
       url: db.url,
       outbox: { autoStart: false },
-      imports: [
-        ClsModule.forRoot({
-          global: true,
-          plugins: [
-            new ClsPluginTransactional({
-              imports: [TypeOrmModule],
-              adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }),
-            }),
-          ],
-        }),
-      ],
+      imports: [clsTransactionsModule()],
       providers: [Receiver],
     });
   });

@@ -9,10 +9,10 @@ import {
   OutboxRepository,
   OutboxTransactionRequiredError,
   type HandlerContext,
-  type NewOutboxEvent,
   type OutboxEvent,
   type OutboxEventDeadPayload,
 } from '@app/outbox';
+import { invoicePaid } from './support/events';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { createOutboxApp, eventually } from './support/outbox-app';
 
@@ -104,15 +104,7 @@ beforeEach(async () => {
   await sql.query('TRUNCATE outbox_event');
 });
 
-const paid = (overrides: Partial<NewOutboxEvent> = {}): NewOutboxEvent => ({
-  type: 'invoice.paid',
-  aggregateType: 'invoice',
-  aggregateId: 'inv-1',
-  organizationId: 'org-1',
-  requestId: 'req-1',
-  payload: { amount: 100 },
-  ...overrides,
-});
+const paid = invoicePaid;
 
 /** Drains by hand until a drain claims nothing; retries are due at once with a 1 ms backoff. */
 async function drainUntilIdle(): Promise<void> {
@@ -182,6 +174,8 @@ describe('OutboxModule delivery', () => {
         payload: { amount: 100 },
         metadata: {},
         occurredAt: expect.any(Date),
+        causationId: null,
+        correlationId: null,
       });
       expect(call.ctx).toMatchObject({
         handlerName: call.handler,
@@ -307,6 +301,9 @@ describe('OutboxModule delivery', () => {
       aggregateType: 'outbox_event',
       aggregateId: id,
       organizationId: 'org-1',
+      // It follows from the dead event, in the dead event's chain.
+      causationId: id,
+      correlationId: id,
     });
     expect(announcements[0].event.payload).toEqual<OutboxEventDeadPayload>({
       eventId: id,

@@ -109,6 +109,16 @@ describe('OutboxRepository.enqueue', () => {
     ],
     [{ id: 'not-a-uuid' }, 'id', 'Invalid outbox event: id must be a UUID, got "not-a-uuid"'],
     [
+      { causationId: 'evt-1' },
+      'causationId',
+      'Invalid outbox event: causationId must be a UUID, got "evt-1"',
+    ],
+    [
+      { correlationId: '' },
+      'correlationId',
+      'Invalid outbox event: correlationId must be a non-empty string, got ""',
+    ],
+    [
       { metadata: [1] },
       'metadata',
       'Invalid outbox event: metadata must be a JSON object, got [1]',
@@ -130,6 +140,8 @@ describe('OutboxRepository.enqueue', () => {
           organizationId: 'org-1',
           requestId: 'req-1',
           metadata: { traceparent: '00-ab' },
+          causationId: '0190A000-0000-7000-8000-00000000000A',
+          correlationId: 'corr-1',
         },
         {
           ...good,
@@ -146,6 +158,7 @@ describe('OutboxRepository.enqueue', () => {
     expect(ids[0]).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7/);
     const { rows } = await sql.query(
       `SELECT id, type, aggregate_type, aggregate_id, organization_id, request_id, payload, metadata,
+              causation_id, correlation_id,
               attempts, deliveries, dispatched_at, dead_at, occurred_at = next_attempt_at AS due_now
        FROM outbox_event ORDER BY id`,
     );
@@ -159,6 +172,8 @@ describe('OutboxRepository.enqueue', () => {
         request_id: 'req-1',
         payload: { amount: 100 },
         metadata: { traceparent: '00-ab' },
+        causation_id: '0190a000-0000-7000-8000-00000000000a',
+        correlation_id: 'corr-1',
         attempts: 0,
         deliveries: {},
         dispatched_at: null,
@@ -170,6 +185,8 @@ describe('OutboxRepository.enqueue', () => {
         payload: [1, 'two', null],
         metadata: {},
         organization_id: null,
+        causation_id: null,
+        correlation_id: null,
       }),
     ]);
   });

@@ -56,6 +56,8 @@ describe('outbox schema', () => {
       'dead_at',
       'deliveries',
       'last_error',
+      'causation_id',
+      'correlation_id',
     ]);
 
     const primaryKey = await db.dataSource.query<{ definition: string }[]>(

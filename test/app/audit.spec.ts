@@ -246,6 +246,8 @@ describe('audit log', () => {
       payload: { n },
       metadata: {},
       occurredAt: new Date(),
+      causationId: null,
+      correlationId: null,
     };
   }
 

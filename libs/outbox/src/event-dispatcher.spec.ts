@@ -1,5 +1,9 @@
 import { EventDispatcher } from './event-dispatcher';
-import { InvalidOutboxHandlerTimeoutError } from './outbox.errors';
+import {
+  InvalidOutboxHandlerTimeoutError,
+  InvalidOutboxHandlerTransactionError,
+} from './outbox.errors';
+import type { HandlerTransactions } from './handler-transactions';
 import type { OutboxEvent } from './outbox-handler.types';
 
 const event: OutboxEvent = {
@@ -12,6 +16,8 @@ const event: OutboxEvent = {
   payload: {},
   metadata: {},
   occurredAt: new Date(0),
+  causationId: null,
+  correlationId: null,
 };
 
 describe('EventDispatcher.deliver', () => {
@@ -97,5 +103,36 @@ describe('EventDispatcher: a handler with its own timeoutMs', () => {
         location: 'T.bad',
       }),
     ).toThrow(InvalidOutboxHandlerTimeoutError);
+  });
+
+  it.each(['yes', 1, null, [], { isolationLevel: 'READ UNCOMMITTED' }])(
+    'refuses transaction %p with a typed error naming the value',
+    (transaction) => {
+      const transactions = {} as HandlerTransactions;
+      const dispatcher = new EventDispatcher({ handlerTimeoutMs: 1000 }, transactions);
+      const register = () =>
+        dispatcher.register({
+          name: 'bad-transaction',
+          events: '*',
+          transaction: transaction as never,
+          handle: () => undefined,
+          location: 'T.bad',
+        });
+      expect(register).toThrow(InvalidOutboxHandlerTransactionError);
+      expect(register).toThrow(`transaction ${JSON.stringify(transaction)}`);
+    },
+  );
+
+  it('refuses a transactional handler on a dispatcher built without OutboxModule', () => {
+    const dispatcher = new EventDispatcher({ handlerTimeoutMs: 1000 });
+    expect(() =>
+      dispatcher.register({
+        name: 'orphan',
+        events: '*',
+        transaction: true,
+        handle: () => undefined,
+        location: 'T.orphan',
+      }),
+    ).toThrow(/no DataSource to open its transactions on/);
   });
 });

@@ -1,13 +1,23 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import {
   DuplicateOutboxHandlerError,
   EmptyOutboxHandlerEventsError,
   InvalidOutboxHandlerNameError,
   InvalidOutboxHandlerTimeoutError,
+  InvalidOutboxHandlerTransactionError,
   OutboxHandlerTimeoutError,
 } from './outbox.errors';
+import { HandlerTransactions } from './handler-transactions';
 import { OutboxMessages } from './outbox.messages';
-import type { HandlerOutcome, OutboxEvent, OutboxHandlerFn } from './outbox-handler.types';
+import {
+  ISOLATION_LEVELS,
+  type HandlerContext,
+  type HandlerOutcome,
+  type OnOutboxEventOptions,
+  type OutboxEvent,
+  type OutboxHandlerFn,
+  type OutboxIsolationLevel,
+} from './outbox-handler.types';
 import { LEASE_SETTLE_HEADROOM_MS, type ResolvedOutboxOptions } from './outbox.options';
 import { OUTBOX_OPTIONS } from './outbox.tokens';
 
@@ -19,6 +29,8 @@ export interface OutboxHandlerRegistration {
   events: readonly string[] | '*';
   /** The handler's own budget; the module's `handlerTimeoutMs` when absent. */
   timeoutMs?: number;
+  /** Run in a transaction that also records the delivery (see `OnOutboxEventOptions`). */
+  transaction?: OnOutboxEventOptions['transaction'];
   handle: OutboxHandlerFn;
   /** Where the handler is declared (`Class.method`), for error messages. */
   location: string;
@@ -29,6 +41,8 @@ interface RegisteredHandler {
   handle: OutboxHandlerFn;
   location: string;
   budgetMs: number;
+  /** Set for a transactional handler: the isolation level of its transaction. */
+  isolationLevel: OutboxIsolationLevel | undefined;
 }
 
 /** The handlers of one event, started: see `EventDispatcher.execute`. */
@@ -64,6 +78,7 @@ export class EventDispatcher {
     @Inject(OUTBOX_OPTIONS)
     options: Pick<ResolvedOutboxOptions, 'handlerTimeoutMs'> &
       Partial<Pick<ResolvedOutboxOptions, 'leaseMs'>>,
+    @Optional() private readonly transactions?: HandlerTransactions,
   ) {
     this.budgetMs = options.handlerTimeoutMs;
     this.leaseMs = options.leaseMs ?? Infinity;
@@ -91,6 +106,7 @@ export class EventDispatcher {
     ) {
       throw new InvalidOutboxHandlerTimeoutError(name, location, timeoutMs, this.leaseMs);
     }
+    const isolationLevel = this.isolationLevelOf(registration);
     const budgetMs = timeoutMs ?? this.budgetMs;
     const eventTypes = new Set(types as string[]);
     for (const type of eventTypes) {
@@ -99,9 +115,29 @@ export class EventDispatcher {
     }
     for (const type of eventTypes) {
       const list = this.byType.get(type) ?? [];
-      list.push({ name, handle, location, budgetMs });
+      list.push({ name, handle, location, budgetMs, isolationLevel });
       this.byType.set(type, list);
     }
+  }
+
+  private isolationLevelOf(
+    registration: OutboxHandlerRegistration,
+  ): OutboxIsolationLevel | undefined {
+    const { name, location, transaction } = registration;
+    if (transaction === undefined || transaction === false) return undefined;
+    const level =
+      transaction === true
+        ? 'READ COMMITTED'
+        : typeof transaction === 'object' && transaction !== null && !Array.isArray(transaction)
+          ? (transaction.isolationLevel ?? 'READ COMMITTED')
+          : undefined;
+    if (!ISOLATION_LEVELS.includes(level as OutboxIsolationLevel)) {
+      throw new InvalidOutboxHandlerTransactionError(name, location, transaction);
+    }
+    if (!this.transactions) {
+      throw new InvalidOutboxHandlerTransactionError(name, location, transaction, true);
+    }
+    return level;
   }
 
   /** Every subscribed type (`'*'` included) with the names of its handlers. */
@@ -184,18 +220,32 @@ export class EventDispatcher {
   ): { outcome: Promise<HandlerOutcome>; ended: Promise<void> } {
     // One controller per run: the budget timer and the dispatcher's abandon both abort it.
     const controller = new AbortController();
-    const context = {
+    const context: HandlerContext = {
       handlerName: handler.name,
       attempt: options.attempt,
       signal: controller.signal,
       idempotencyKey: `${handler.name}:${event.id}`,
     };
-    // The executor turns a synchronous throw into a rejection, contained like any other.
-    const running = new Promise<unknown>((resolve) => resolve(handler.handle(event, context)));
-    const ended = running.then(
-      () => undefined,
-      () => undefined,
-    );
+    let running: Promise<unknown>;
+    let ended: Promise<void>;
+    if (handler.isolationLevel && this.transactions) {
+      ({ committed: running, ended } = this.transactions.run({
+        event,
+        attempt: options.attempt,
+        handlerName: handler.name,
+        budgetMs: handler.budgetMs,
+        isolationLevel: handler.isolationLevel,
+        signal: controller.signal,
+        invoke: (transaction) => handler.handle(event, { ...context, ...transaction }),
+      }));
+    } else {
+      // The executor turns a synchronous throw into a rejection, contained like any other.
+      running = new Promise<unknown>((resolve) => resolve(handler.handle(event, context)));
+      ended = running.then(
+        () => undefined,
+        () => undefined,
+      );
+    }
     return {
       outcome: this.race(handler.name, handler.budgetMs, running, controller, options.signal),
       ended,

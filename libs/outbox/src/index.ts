@@ -29,18 +29,23 @@ export { OutboxHealthIndicator, type OutboxHealthOptions } from './outbox.health
 export { OutboxRetentionSweeper, OUTBOX_RETENTION_JOB } from './outbox-retention.sweeper';
 export { PgListener, type PgListenerOptions, type PgListenerState } from './pg-listener';
 export { OUTBOX_OPTIONS } from './outbox.tokens';
-export type {
-  HandlerContext,
-  HandlerOutcome,
-  OnOutboxEventOptions,
-  OutboxEvent,
-  OutboxHandlerFn,
+export {
+  ISOLATION_LEVELS,
+  type FollowUpEmit,
+  type HandlerContext,
+  type HandlerOutcome,
+  type OnOutboxEventOptions,
+  type OutboxEvent,
+  type OutboxHandlerFn,
+  type OutboxIsolationLevel,
+  type TransactionalHandlerContext,
 } from './outbox-handler.types';
 
 // Storage
 export { OutboxEventEntity, OUTBOX_ENTITIES } from './outbox-event.entity';
 export { CreateOutboxEvent1764400000000 } from './migrations/1764400000000-create-outbox-event';
 export { OutboxDueIndex1765000000000 } from './migrations/1765000000000-outbox-due-index';
+export { OutboxEventCausation1766000000000 } from './migrations/1766000000000-outbox-event-causation';
 export { OUTBOX_MIGRATIONS } from './migrations';
 export {
   OutboxRepository,
@@ -72,10 +77,13 @@ export {
   InvalidOutboxEventError,
   InvalidOutboxHandlerNameError,
   InvalidOutboxHandlerTimeoutError,
+  InvalidOutboxHandlerTransactionError,
   InvalidOutboxOptionsError,
   OutboxError,
   OutboxEventConflictError,
   OutboxHandlerTimeoutError,
+  OutboxHandlerTransactionEndedError,
+  OutboxLeaseLostError,
   OutboxPayloadNotSerializableError,
   OutboxStoreError,
   OutboxTransactionRequiredError,

@@ -70,6 +70,12 @@ export class OutboxEventEntity {
 
   @Column({ name: 'last_error', type: 'text', nullable: true })
   lastError!: string | null;
+
+  @Column({ name: 'causation_id', type: 'uuid', nullable: true })
+  causationId!: string | null;
+
+  @Column({ name: 'correlation_id', type: 'text', nullable: true })
+  correlationId!: string | null;
 }
 
 /** Entities to add to the application's TypeORM configuration. */

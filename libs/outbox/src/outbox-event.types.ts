@@ -14,6 +14,17 @@ export interface NewOutboxEvent<P = unknown> {
   payload: P;
   /** Trace context, headers and similar; a JSON object. */
   metadata?: Record<string, unknown>;
+  /**
+   * The id of the event this one follows from. `ctx.emit` in a transactional handler sets it to
+   * the event being handled.
+   */
+  causationId?: string | null;
+  /**
+   * Names the chain of events this one belongs to (any text, for example an upstream request's
+   * correlation id). `ctx.emit` carries the parent's over, or the parent's own id when the parent
+   * has none, so every event of a chain shares the id of its first event.
+   */
+  correlationId?: string | null;
 }
 
 /** What an enqueue did with one event. */

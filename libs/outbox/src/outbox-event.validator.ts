@@ -13,6 +13,8 @@ export interface OutboxRow {
   request_id: string | null;
   payload: unknown;
   metadata: Record<string, unknown>;
+  causation_id: string | null;
+  correlation_id: string | null;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -27,12 +29,9 @@ export function toOutboxRow(event: NewOutboxEvent): OutboxRow {
     throw new InvalidOutboxEventError('event', event, 'an object');
   }
   const type = requireText('type', event.type);
-  const id = event.id === undefined ? uuidv7() : event.id;
-  if (typeof id !== 'string' || !UUID.test(id)) {
-    throw new InvalidOutboxEventError('id', id, 'a UUID');
-  }
   // PostgreSQL returns uuids in lowercase; the caller gets back the id handlers will see.
-  const canonicalId = id.toLowerCase();
+  const canonicalId = requireUuid('id', event.id === undefined ? uuidv7() : event.id);
+  const causationId = event.causationId ?? null;
   const metadata = event.metadata ?? {};
   if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
     throw new InvalidOutboxEventError('metadata', metadata, 'a JSON object');
@@ -48,7 +47,16 @@ export function toOutboxRow(event: NewOutboxEvent): OutboxRow {
     request_id: optionalText('requestId', event.requestId),
     payload: event.payload,
     metadata,
+    causation_id: causationId === null ? null : requireUuid('causationId', causationId),
+    correlation_id: optionalText('correlationId', event.correlationId),
   };
+}
+
+function requireUuid(field: string, value: unknown): string {
+  if (typeof value !== 'string' || !UUID.test(value)) {
+    throw new InvalidOutboxEventError(field, value, 'a UUID');
+  }
+  return value.toLowerCase();
 }
 
 /** Longest part of a refused text field echoed back in the error. */

@@ -1,3 +1,5 @@
+import type { EntityManager } from 'typeorm';
+import type { NewOutboxEvent } from './outbox-event.types';
 /** The event as a handler sees it: what was emitted, without the outbox's bookkeeping. */
 export interface OutboxEvent<P = unknown> {
   id: string;
@@ -9,6 +11,10 @@ export interface OutboxEvent<P = unknown> {
   payload: P;
   metadata: Record<string, unknown>;
   occurredAt: Date;
+  /** The event whose handler emitted this one, or null. */
+  causationId: string | null;
+  /** The chain this event belongs to, or null (see `NewOutboxEvent.correlationId`). */
+  correlationId: string | null;
 }
 
 export interface HandlerContext {
@@ -25,6 +31,32 @@ export interface HandlerContext {
   idempotencyKey: string;
 }
 
+/** What `ctx.emit` takes: the events of `OutboxPublisher.emit`. */
+export type FollowUpEmit = {
+  <P>(event: NewOutboxEvent<P>): Promise<string>;
+  <P>(events: readonly NewOutboxEvent<P>[]): Promise<string[]>;
+};
+
+/** The context of a handler declared with `transaction: true`. */
+export interface TransactionalHandlerContext extends HandlerContext {
+  /**
+   * The EntityManager of the handler's transaction on the outbox's DataSource. Everything
+   * written through it commits together with this handler's delivery record, or not at all.
+   */
+  manager: EntityManager;
+  /**
+   * Writes follow-up events in the handler's transaction, so they exist only if the handler's
+   * work commits. Each carries `causationId` (this event's id) and, unless the event sets its
+   * own, this event's `correlationId` (or this event's id when it has none), `requestId` and
+   * `organizationId`.
+   */
+  emit: FollowUpEmit;
+}
+
+/** Isolation levels a transactional handler may ask for; READ COMMITTED by default. */
+export const ISOLATION_LEVELS = ['READ COMMITTED', 'REPEATABLE READ', 'SERIALIZABLE'] as const;
+export type OutboxIsolationLevel = (typeof ISOLATION_LEVELS)[number];
+
 export type OutboxHandlerFn<P = unknown> = (
   event: OutboxEvent<P>,
   context: HandlerContext,
@@ -39,6 +71,13 @@ export interface OnOutboxEventOptions {
    * otherwise.
    */
   timeoutMs?: number;
+  /**
+   * Run the handler in a transaction on the outbox's DataSource (`ctx.manager`, `ctx.emit`, and
+   * the ambient transaction of `@nestjs-cls/transactional` when the app uses it) and record its
+   * delivery in that same transaction, guarded by the claimed attempt: its database writes then
+   * happen exactly once. READ COMMITTED unless `{ isolationLevel }` says otherwise.
+   */
+  transaction?: boolean | { isolationLevel?: OutboxIsolationLevel };
 }
 
 /** What `EventDispatcher.deliver` reports for one handler. */

@@ -7,6 +7,7 @@ export interface OutboxHandlerMetadata {
   name: string;
   events: readonly string[] | '*';
   timeoutMs?: number;
+  transaction?: OnOutboxEventOptions['transaction'];
 }
 
 /**
@@ -24,4 +25,5 @@ export const OnOutboxEvent = (name: string, options: OnOutboxEventOptions): Meth
     name,
     events: options?.events,
     timeoutMs: options?.timeoutMs,
+    transaction: options?.transaction,
   });

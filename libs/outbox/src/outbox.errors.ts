@@ -156,3 +156,45 @@ export class OutboxHandlerTimeoutError extends OutboxError {
     super(OutboxMessages.handlerTimeout(handlerName, budgetMs));
   }
 }
+
+/**
+ * A transactional handler finished, but the claim that ran it no longer held the event (its
+ * lease ran out and another instance claimed it, or it was settled): its transaction was rolled
+ * back, so its writes never happened, and the current claim runs it.
+ */
+export class OutboxLeaseLostError extends OutboxError {
+  constructor(
+    readonly handlerName: string,
+    readonly eventId: string,
+    readonly attempt: number,
+  ) {
+    super(OutboxMessages.leaseLost(handlerName, eventId, attempt));
+  }
+}
+
+/**
+ * A handler's `transaction` option is neither a boolean nor `{ isolationLevel }` with a known
+ * level, or the dispatcher it is registered with was built outside `OutboxModule`.
+ */
+export class InvalidOutboxHandlerTransactionError extends OutboxError {
+  constructor(
+    readonly handlerName: string,
+    readonly location: string,
+    readonly transaction: unknown,
+    /** Set when the option is valid but this dispatcher cannot open transactions. */
+    unavailable = false,
+  ) {
+    super(
+      unavailable
+        ? OutboxMessages.transactionsUnavailable(handlerName, location)
+        : OutboxMessages.invalidHandlerTransaction(handlerName, location, transaction),
+    );
+  }
+}
+
+/** `ctx.emit` was called after the handler's transaction had ended (committed or rolled back). */
+export class OutboxHandlerTransactionEndedError extends OutboxError {
+  constructor(readonly handlerName: string) {
+    super(OutboxMessages.handlerTransactionEnded(handlerName));
+  }
+}

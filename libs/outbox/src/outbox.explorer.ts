@@ -89,6 +89,7 @@ export class OutboxExplorer implements OnModuleInit {
         name: metadata.name,
         events: metadata.events,
         timeoutMs: metadata.timeoutMs,
+        transaction: metadata.transaction,
         handle: (event, context) =>
           (instance[methodName] as OutboxHandlerFn).call(instance, event, context),
         location: `${className}.${methodName}`,

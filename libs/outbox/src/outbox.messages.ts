@@ -1,4 +1,5 @@
 import { scrubError } from './scrub-error';
+import { ISOLATION_LEVELS } from './outbox-handler.types';
 
 /** Every message the module raises, in one place so wording stays consistent. */
 export const OutboxMessages = {
@@ -45,6 +46,19 @@ export const OutboxMessages = {
     `settle, so a claimed event is settled before another instance may claim it`,
   handlerTimeout: (name: string, budgetMs: number) =>
     `Outbox handler "${name}" did not finish within its ${budgetMs} ms budget`,
+  leaseLost: (name: string, eventId: string, attempt: number) =>
+    `Outbox handler "${name}" finished attempt ${attempt} of event ${eventId} after its claim ` +
+    `was lost (the lease ran out and the event was claimed again); its transaction was rolled ` +
+    `back and the current claim runs it`,
+  invalidHandlerTransaction: (name: string, location: string, transaction: unknown) =>
+    `Outbox handler "${name}" on ${location} has transaction ${describeValue(transaction)}: it ` +
+    `must be true, false, or { isolationLevel } with one of ${ISOLATION_LEVELS.join(', ')}`,
+  transactionsUnavailable: (name: string, location: string) =>
+    `Outbox handler "${name}" on ${location} is transactional, but this EventDispatcher has no ` +
+    `DataSource to open its transactions on: register it through OutboxModule`,
+  handlerTransactionEnded: (name: string) =>
+    `Outbox handler "${name}" used its transaction after it ended; await every write and ` +
+    `ctx.emit before the handler returns`,
   storeFailure: (operation: string, detail: string) => `Outbox ${operation} failed: ${detail}`,
   eventConflict: (eventId: string, storedType: string) =>
     `Outbox event id ${eventId} is already used by a different event (stored type ` +

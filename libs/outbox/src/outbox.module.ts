@@ -4,6 +4,7 @@ import { SchedulerRegistry } from '@nestjs/schedule';
 import { TerminusModule } from '@nestjs/terminus';
 import type { DataSource } from 'typeorm';
 import { EventDispatcher } from './event-dispatcher';
+import { HandlerTransactions } from './handler-transactions';
 import { OutboxDispatcher } from './outbox.dispatcher';
 import { OutboxExplorer } from './outbox.explorer';
 import { OutboxHealthIndicator } from './outbox.health';
@@ -53,6 +54,7 @@ const providers: Provider[] = [
     },
   },
   OutboxMetadataAccessor,
+  HandlerTransactions,
   EventDispatcher,
   OutboxExplorer,
   OutboxPublisher,

@@ -7,6 +7,7 @@ import {
 } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import type { DataSource, EntityManager, EntitySubscriberInterface } from 'typeorm';
+import { findAmbientTransactions, type AmbientTransactionHost } from './ambient-transaction';
 import { OutboxTransactionRequiredError } from './outbox.errors';
 import type { EnqueuedEvent, NewOutboxEvent } from './outbox-event.types';
 import type { ResolvedOutboxOptions } from './outbox.options';
@@ -26,12 +27,6 @@ export interface EmitOptions {
 
 export interface EmitResultOptions extends EmitOptions {
   returning: 'result';
-}
-
-/** The part of `@nestjs-cls/transactional`'s TransactionHost the publisher relies on. */
-interface AmbientTransactionHost {
-  isTransactionActive(): boolean;
-  readonly tx: unknown;
 }
 
 const EMIT = 'OutboxPublisher.emit';
@@ -58,7 +53,7 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
   }
 
   onModuleInit(): void {
-    this.transactionHost = this.findTransactionHost();
+    this.transactionHost = findAmbientTransactions(this.moduleRef)?.host;
     if (this.options.wakeCoalesceMs > 0) {
       // Every commit of the app passes here; for most it is one WeakSet lookup.
       const subscriber: EntitySubscriberInterface = {
@@ -113,21 +108,5 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
     const host = this.transactionHost;
     if (!host?.isTransactionActive()) return undefined;
     return host.tx as EntityManager;
-  }
-
-  /** `@nestjs-cls/transactional` is optional: use its TransactionHost only when the app has one. */
-  private findTransactionHost(): AmbientTransactionHost | undefined {
-    let TransactionHost: unknown;
-    try {
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
-      ({ TransactionHost } = require('@nestjs-cls/transactional') as { TransactionHost: unknown });
-    } catch {
-      return undefined;
-    }
-    try {
-      return this.moduleRef.get(TransactionHost as never, { strict: false });
-    } catch {
-      return undefined;
-    }
   }
 }

@@ -72,6 +72,8 @@ interface ClaimedRow {
   payload: unknown;
   metadata: Record<string, unknown>;
   occurred_at: Date;
+  causation_id: string | null;
+  correlation_id: string | null;
   attempts: number;
   lease_expires_at: Date;
   deliveries: Record<string, string>;
@@ -130,6 +132,8 @@ export class OutboxRepository {
         row.request_id,
         JSON.stringify(row.payload),
         JSON.stringify(row.metadata),
+        row.causation_id,
+        row.correlation_id,
       ]);
       const notify = options.notify ?? true;
       if (notify) parameters.push(this.channel);
@@ -228,6 +232,51 @@ export class OutboxRepository {
         ...splitStale(settles, rows),
         newlyDead: rows.filter((row) => row.becomes_dead).map((row) => row.id),
       }),
+    );
+  }
+
+  /**
+   * Records one handler's delivery inside the handler's own transaction (`manager`), guarded by
+   * the attempt its claim holds. False when the guard failed (the lease was lost and the event
+   * claimed again, or it was settled): the caller must roll the transaction back.
+   */
+  async recordDelivery(
+    manager: EntityManager,
+    delivery: { id: string; attempts: number; handler: string },
+  ): Promise<OutboxResult<boolean>> {
+    return this.inTransaction(
+      'recordDelivery',
+      manager,
+      SQL.RECORD_DELIVERY,
+      [delivery.id, delivery.attempts, delivery.handler],
+      (rows: { id: string }[]) => rows.length === 1,
+    );
+  }
+
+  /**
+   * Prepares a transactional handler's transaction: bounds its statements by `budgetMs` and
+   * returns its backend's pid, for `cancelBackend`.
+   */
+  async prepareHandlerTransaction(
+    manager: EntityManager,
+    budgetMs: number,
+  ): Promise<OutboxResult<number>> {
+    return this.inTransaction(
+      'prepareHandlerTransaction',
+      manager,
+      SQL.HANDLER_TRANSACTION_SETUP,
+      [String(Math.max(1, Math.ceil(budgetMs)))],
+      ([row]: { pid: number }[]) => row.pid,
+    );
+  }
+
+  /** Cancels the statement the backend `pid` is running, from a connection of its own. */
+  async cancelBackend(pid: number): Promise<OutboxResult<boolean>> {
+    return this.own(
+      'cancelBackend',
+      SQL.CANCEL_BACKEND,
+      [pid],
+      ([row]: { cancelled: boolean }[]) => row.cancelled,
     );
   }
 
@@ -440,6 +489,8 @@ function toRecord(row: ClaimedRow): OutboxRecord {
     payload: row.payload,
     metadata: row.metadata,
     occurredAt: row.occurred_at,
+    causationId: row.causation_id,
+    correlationId: row.correlation_id,
     attempts: row.attempts,
     leaseExpiresAt: row.lease_expires_at,
     deliveries: row.deliveries,

@@ -26,6 +26,8 @@ export const ENQUEUE_COLUMNS = [
   'request_id',
   'payload',
   'metadata',
+  'causation_id',
+  'correlation_id',
 ] as const;
 
 /** Rows per enqueue statement, far below PostgreSQL's 65,535 bind parameters. */
@@ -79,10 +81,11 @@ export const FIND_CONFLICTING = `
   -- '->' keeps a JSON null payload as jsonb 'null', as it is stored; a record expansion would
   -- turn it into SQL NULL and call an identical event a conflict.
   WHERE (e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
-         e.payload, e.metadata)
+         e.payload, e.metadata, e.causation_id, e.correlation_id)
         IS DISTINCT FROM
         (s.doc->>'type', s.doc->>'aggregate_type', s.doc->>'aggregate_id',
-         s.doc->>'organization_id', s.doc->>'request_id', s.doc->'payload', s.doc->'metadata')
+         s.doc->>'organization_id', s.doc->>'request_id', s.doc->'payload', s.doc->'metadata',
+         (s.doc->>'causation_id')::uuid, s.doc->>'correlation_id')
 `;
 
 /**
@@ -147,8 +150,8 @@ export const CLAIM = `
     -- instead of a hash join over the whole table.
     WHERE e.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
-              e.payload, e.metadata, e.occurred_at, e.attempts, e.lease_expires_at,
-              e.deliveries, e.dead_at, e.last_error
+              e.payload, e.metadata, e.occurred_at, e.causation_id, e.correlation_id,
+              e.attempts, e.lease_expires_at, e.deliveries, e.dead_at, e.last_error
   )
   SELECT claimed.*
   FROM claimed
@@ -233,12 +236,13 @@ export const MARK_FAILED = `
       AND c.id = s.id
       AND e.attempts = s.attempts
     RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id,
-              e.request_id, e.attempts, e.last_error, c.becomes_dead,
+              e.request_id, e.correlation_id, e.attempts, e.last_error, c.becomes_dead,
               s.failed_handlers, s.dead_event_id
   ),
   announced AS (
     INSERT INTO outbox_event
-      (id, type, aggregate_type, aggregate_id, organization_id, request_id, payload)
+      (id, type, aggregate_type, aggregate_id, organization_id, request_id, payload,
+       causation_id, correlation_id)
     SELECT dead_event_id, $4, $5, id::text, organization_id, request_id,
            jsonb_build_object(
              'eventId', id,
@@ -247,7 +251,9 @@ export const MARK_FAILED = `
              'aggregateId', aggregate_id,
              'attempts', attempts,
              'failedHandlers', to_jsonb(coalesce(failed_handlers, '{}'::text[])),
-             'lastError', last_error)
+             'lastError', last_error),
+           -- The announcement follows from the dead event and belongs to its chain.
+           id, coalesce(correlation_id, id::text)
     FROM settled
     WHERE becomes_dead
       AND type <> $4
@@ -260,6 +266,37 @@ export const MARK_FAILED = `
   SELECT id, becomes_dead, (SELECT count(*) FROM woken) AS woken
   FROM settled
 `;
+
+/**
+ * Records one handler's delivery from inside that handler's own transaction (a transactional
+ * handler), only if the claim that ran it still holds the row: same attempt, not settled, not
+ * given back. The row lock it takes is held to COMMIT, so a claim racing it skips the row, and
+ * a claim that won before it makes it match nothing: the caller then rolls the handler's writes
+ * back. An entry already present wins, as in every settle.
+ * $1 id, $2 attempts, $3 handler name.
+ */
+export const RECORD_DELIVERY = `
+  UPDATE outbox_event
+  SET deliveries = jsonb_build_object($3::text, now()) || deliveries
+  WHERE id = $1::uuid
+    AND attempts = $2::int
+    AND dispatched_at IS NULL
+    AND lease_expires_at IS NOT NULL
+  RETURNING id
+`;
+
+/**
+ * Opens a transactional handler's transaction: the backend's pid (to cancel its query when the
+ * handler runs out of budget) and a statement timeout for this transaction only, so no single
+ * statement of the handler outlives its budget even if the cancel cannot be sent.
+ * $1 statement timeout ms, as text.
+ */
+export const HANDLER_TRANSACTION_SETUP = `
+  SELECT pg_backend_pid() AS pid, set_config('statement_timeout', $1::text, true) AS timeout
+`;
+
+/** Cancels the statement a backend is running (none: nothing happens). $1 pid. */
+export const CANCEL_BACKEND = `SELECT pg_cancel_backend($1::int) AS cancelled`;
 
 /** The first entry of each due index: the earliest due time of a live, and of a dead, row. $1 types. */
 const EARLIEST_LIVE = `(

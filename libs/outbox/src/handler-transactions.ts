@@ -1,0 +1,194 @@
+import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { findAmbientTransactions, type AmbientTransactions } from './ambient-transaction';
+import type { DataSource, EntityManager } from 'typeorm';
+import { OutboxHandlerTransactionEndedError, OutboxLeaseLostError } from './outbox.errors';
+import type { NewOutboxEvent } from './outbox-event.types';
+import type {
+  FollowUpEmit,
+  OutboxEvent,
+  OutboxIsolationLevel,
+  TransactionalHandlerContext,
+} from './outbox-handler.types';
+import { OutboxPublisher } from './outbox.publisher';
+import { OutboxRepository } from './outbox.repository';
+import { OUTBOX_DATA_SOURCE } from './outbox.tokens';
+
+/** One run of a transactional handler, as the dispatcher sees it. */
+export interface HandlerTransactionRun {
+  /** The handler's writes and its delivery record committed; rejects when they rolled back. */
+  committed: Promise<void>;
+  /** The transaction is over and the handler has returned (or thrown), whichever comes last. */
+  ended: Promise<void>;
+}
+
+export interface HandlerTransactionRequest {
+  event: OutboxEvent;
+  /** The attempt the claim holds: the guard of the delivery record. */
+  attempt: number;
+  handlerName: string;
+  budgetMs: number;
+  isolationLevel: OutboxIsolationLevel;
+  /** Aborted at the budget or at shutdown: the transaction rolls back at once. */
+  signal: AbortSignal;
+  invoke: (transaction: Pick<TransactionalHandlerContext, 'manager' | 'emit'>) => unknown;
+}
+
+/** The ambient TransactionHost serves another DataSource: the outbox opens its own transactions. */
+class ForeignAmbientTransaction extends Error {}
+
+/**
+ * Runs transactional handlers: each in a transaction of its own on the outbox's DataSource, whose
+ * last statement records the handler in the event's `deliveries`, guarded by the claimed
+ * attempt. The handler's writes and its delivery commit together, so a handler that only writes
+ * to this database has exactly-once effects: a crash before COMMIT leaves nothing and it runs
+ * again; a COMMIT makes every later claim skip it; a claim lost to another instance makes the
+ * guard match nothing and everything rolls back.
+ *
+ * A handler past its budget (or abandoned at shutdown) is rolled back at once: its running
+ * statement is cancelled and its connection given back, even if the handler ignores its signal.
+ */
+@Injectable()
+export class HandlerTransactions implements OnModuleInit {
+  private readonly logger = new Logger('Outbox');
+  private ambient: AmbientTransactions | undefined;
+
+  constructor(
+    @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
+    private readonly repository: OutboxRepository,
+    private readonly publisher: OutboxPublisher,
+    private readonly moduleRef: ModuleRef,
+  ) {}
+
+  onModuleInit(): void {
+    this.ambient = findAmbientTransactions(this.moduleRef);
+  }
+
+  run(request: HandlerTransactionRequest): HandlerTransactionRun {
+    let handlerEnded: Promise<unknown> = Promise.resolve();
+    const committed = this.open(request.isolationLevel, async (manager) => {
+      const { signal } = request;
+      if (signal.aborted) throw signal.reason;
+      const prepared = await this.repository.prepareHandlerTransaction(manager, request.budgetMs);
+      if (!prepared.ok) throw prepared.error;
+      const open = { value: true };
+      const handler = new Promise((resolve) =>
+        resolve(request.invoke({ manager, emit: this.followUps(manager, request, open) })),
+      );
+      handlerEnded = handler.catch(() => undefined);
+      try {
+        await this.unlessAborted(handler, signal, prepared.value);
+        // Past the budget, nothing commits: the dispatcher has already reported a timeout.
+        if (signal.aborted) throw signal.reason;
+        const recorded = await this.repository.recordDelivery(manager, {
+          id: request.event.id,
+          attempts: request.attempt,
+          handler: request.handlerName,
+        });
+        if (!recorded.ok) throw recorded.error;
+        if (!recorded.value) {
+          throw new OutboxLeaseLostError(request.handlerName, request.event.id, request.attempt);
+        }
+        if (signal.aborted) throw signal.reason;
+      } finally {
+        open.value = false;
+      }
+    });
+    const ended = committed
+      .then(
+        () => undefined,
+        () => undefined,
+      )
+      .then(() => handlerEnded)
+      .then(() => undefined);
+    return { committed, ended };
+  }
+
+  /**
+   * Waits for the handler, unless the signal aborts first: then the statement the handler is
+   * running is cancelled (so ROLLBACK is not queued behind it) and the abort reason is thrown,
+   * which rolls the transaction back while the handler may still be running.
+   */
+  private unlessAborted(
+    handler: Promise<unknown>,
+    signal: AbortSignal,
+    pid: number,
+  ): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        void this.repository.cancelBackend(pid).finally(() => reject(signal.reason as Error));
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      handler.then(
+        () => {
+          signal.removeEventListener('abort', onAbort);
+          resolve();
+        },
+        (error: Error) => {
+          signal.removeEventListener('abort', onAbort);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  /** `ctx.emit`: writes in the handler's transaction, carrying causation and correlation. */
+  private followUps(
+    manager: EntityManager,
+    request: HandlerTransactionRequest,
+    open: { value: boolean },
+  ): FollowUpEmit {
+    const parent = request.event;
+    const carry = (event: NewOutboxEvent): NewOutboxEvent => ({
+      ...event,
+      causationId: event.causationId !== undefined ? event.causationId : parent.id,
+      correlationId:
+        event.correlationId !== undefined
+          ? event.correlationId
+          : (parent.correlationId ?? parent.id),
+      requestId: event.requestId !== undefined ? event.requestId : parent.requestId,
+      organizationId:
+        event.organizationId !== undefined ? event.organizationId : parent.organizationId,
+    });
+    const emit = (events: NewOutboxEvent | readonly NewOutboxEvent[]) => {
+      if (!open.value) {
+        return Promise.reject(new OutboxHandlerTransactionEndedError(request.handlerName));
+      }
+      return Array.isArray(events)
+        ? this.publisher.emit((events as readonly NewOutboxEvent[]).map(carry), { manager })
+        : this.publisher.emit(carry(events as NewOutboxEvent), { manager });
+    };
+    return emit as FollowUpEmit;
+  }
+
+  /**
+   * A transaction on the outbox's DataSource: through the app's `@nestjs-cls/transactional`
+   * host when it has one for this DataSource (so services the handler calls join it through
+   * `txHost.tx` or `@Transactional()`), directly otherwise.
+   */
+  private async open(
+    isolationLevel: OutboxIsolationLevel,
+    work: (manager: EntityManager) => Promise<void>,
+  ): Promise<void> {
+    const ambient = this.ambient;
+    if (ambient) {
+      const { host, requiresNew } = ambient;
+      try {
+        return await host.withTransaction(requiresNew, { isolationLevel }, () => {
+          const manager = host.tx as EntityManager | undefined;
+          if (manager?.connection !== this.dataSource) throw new ForeignAmbientTransaction();
+          return work(manager);
+        });
+      } catch (error) {
+        if (!(error instanceof ForeignAmbientTransaction)) throw error;
+        this.ambient = undefined;
+        this.logger.warn(
+          'The @nestjs-cls/transactional TransactionHost serves another DataSource than the ' +
+            "outbox's: transactional handlers open their own transactions, which services " +
+            'reach only through ctx.manager',
+        );
+      }
+    }
+    return this.dataSource.transaction(isolationLevel, work);
+  }
+}

@@ -1,0 +1,332 @@
+import { Injectable, type INestApplication } from '@nestjs/common';
+import { TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import type { Client } from 'pg';
+import { DataSource } from 'typeorm';
+import {
+  OnOutboxEvent,
+  OutboxDispatcher,
+  OutboxHandlerTransactionEndedError,
+  OutboxPublisher,
+  OutboxRepository,
+  type NewOutboxEvent,
+  type OutboxEvent,
+  type TransactionalHandlerContext,
+} from '@app/outbox';
+import { invoicePaid } from './support/events';
+import { clsTransactionsModule } from './support/cls-transactions';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { createOutboxApp, deferred } from './support/outbox-app';
+
+/**
+ * Transactional handlers on a real PostgreSQL: the handler's writes and its delivery record
+ * commit together or not at all, so its effects happen exactly once with no idempotency key.
+ * The effect table has no unique constraint on purpose: only the outbox keeps rows single.
+ */
+
+type Behaviour = (event: OutboxEvent, ctx: TransactionalHandlerContext) => unknown;
+const behaviour: { ledger?: Behaviour; services?: Behaviour } = {};
+const errors: unknown[] = [];
+
+/** What a handler does: write one effect row for the event, through the handler's transaction. */
+async function writeEffect(event: OutboxEvent, ctx: TransactionalHandlerContext): Promise<void> {
+  await ctx.manager.query(`INSERT INTO effect (event_id, handler) VALUES ($1, $2)`, [
+    event.id,
+    ctx.handlerName,
+  ]);
+}
+
+@Injectable()
+class Ledger {
+  @OnOutboxEvent('ledger', { events: ['invoice.paid'], transaction: true, timeoutMs: 400 })
+  async handle(event: OutboxEvent, ctx: TransactionalHandlerContext) {
+    try {
+      await writeEffect(event, ctx);
+      await behaviour.ledger?.(event, ctx);
+    } catch (error) {
+      errors.push(error);
+      throw error;
+    }
+  }
+}
+
+/** Writes through the ambient transaction only, the way an app's own services would. */
+@Injectable()
+class EffectService {
+  constructor(private readonly txHost: TransactionHost<TransactionalAdapterTypeOrm>) {}
+
+  async write(eventId: string): Promise<void> {
+    await this.txHost.tx.query(`INSERT INTO effect (event_id, handler) VALUES ($1, 'services')`, [
+      eventId,
+    ]);
+  }
+}
+
+@Injectable()
+class ThroughServices {
+  constructor(private readonly effects: EffectService) {}
+
+  @OnOutboxEvent('services', { events: ['member.invited'], transaction: true })
+  async handle(event: OutboxEvent, ctx: TransactionalHandlerContext) {
+    await this.effects.write(event.id);
+    await behaviour.services?.(event, ctx);
+  }
+}
+
+let db: TestDatabase;
+let app: INestApplication;
+let sql: Client;
+let dataSource: DataSource;
+let dispatcher: OutboxDispatcher;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  sql = await db.connect();
+  await sql.query(`CREATE TABLE effect (event_id uuid NOT NULL, handler text NOT NULL)`);
+  await sql.query(`CREATE TABLE counter (id int PRIMARY KEY, n int NOT NULL)`);
+  app = await createOutboxApp({
+    url: db.url,
+    outbox: {
+      autoStart: false,
+      maxAttempts: 5,
+      handlerTimeoutMs: 400,
+      leaseMs: 5000,
+      retry: { baseMs: 1, maxMs: 1, jitter: 0 },
+      retention: { enabled: false },
+    },
+    imports: [clsTransactionsModule()],
+    providers: [Ledger, EffectService, ThroughServices],
+  });
+  dataSource = app.get(DataSource);
+  dispatcher = app.get(OutboxDispatcher);
+});
+
+afterAll(async () => {
+  await app?.close();
+  await db?.close();
+});
+
+beforeEach(async () => {
+  delete behaviour.ledger;
+  delete behaviour.services;
+  errors.length = 0;
+  await sql.query('TRUNCATE outbox_event, effect');
+  await sql.query('TRUNCATE counter');
+  await sql.query('INSERT INTO counter VALUES (1, 0)');
+});
+
+const paid = invoicePaid;
+
+async function emit(event: NewOutboxEvent): Promise<string> {
+  return dataSource.transaction((manager) => app.get(OutboxPublisher).emit(event, { manager }));
+}
+
+async function effects(eventId: string): Promise<number> {
+  const { rows } = await sql.query('SELECT count(*)::int AS n FROM effect WHERE event_id = $1', [
+    eventId,
+  ]);
+  return rows[0].n;
+}
+
+async function outboxRow(id: string) {
+  const { rows } = await sql.query('SELECT * FROM outbox_event WHERE id = $1', [id]);
+  return rows[0];
+}
+
+describe('transactional handlers', () => {
+  it("commit the handler's writes with its delivery record", async () => {
+    const id = await emit(paid());
+    const report = await dispatcher.drainOnce();
+
+    expect(report).toMatchObject({ claimed: 1, delivered: 1, failed: 0 });
+    expect(await effects(id)).toBe(1);
+    const row = await outboxRow(id);
+    expect(row.dispatched_at).not.toBeNull();
+    expect(Object.keys(row.deliveries)).toEqual(['ledger']);
+  });
+
+  it('roll back every write of a handler that throws, and run it again on the retry', async () => {
+    let failures = 1;
+    behaviour.ledger = () => {
+      if (failures-- > 0) throw new Error('downstream said no');
+    };
+    const id = await emit(paid());
+
+    expect(await dispatcher.drainOnce()).toMatchObject({ claimed: 1, failed: 1 });
+    expect(await effects(id)).toBe(0);
+    expect((await outboxRow(id)).deliveries).toEqual({});
+
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(await dispatcher.drainOnce()).toMatchObject({ claimed: 1, delivered: 1 });
+    expect(await effects(id)).toBe(1);
+  });
+
+  it('write nothing when the lease was taken over while the handler ran', async () => {
+    const running = deferred();
+    const proceed = deferred();
+    behaviour.ledger = async () => {
+      running.resolve();
+      await proceed.promise;
+    };
+    const id = await emit(paid());
+    const drained = dispatcher.drainOnce();
+    await running.promise;
+    // The lease runs out and another instance claims the event, as after a stall.
+    await sql.query(
+      `UPDATE outbox_event SET lease_expires_at = now(), next_attempt_at = now() WHERE id = $1`,
+      [id],
+    );
+    const takeover = await app.get(OutboxRepository).claim({ limit: 1, leaseMs: 5000 });
+    expect(takeover.ok && takeover.value.map((r) => r.attempts)).toEqual([2]);
+    proceed.resolve();
+
+    const report = await drained;
+    expect(report).toMatchObject({ claimed: 1, delivered: 0, stale: 1 });
+    expect(errors).toEqual([]);
+    expect(await effects(id)).toBe(0);
+    expect((await outboxRow(id)).deliveries).toEqual({});
+  });
+
+  it('roll back a handler over its budget at once, releasing its locks, even if it never returns', async () => {
+    const never = deferred();
+    behaviour.ledger = async (_event, ctx) => {
+      await ctx.manager.query(`UPDATE counter SET n = n + 1 WHERE id = 1`);
+      await never.promise; // ignores its signal
+    };
+    const id = await emit(paid());
+
+    const report = await dispatcher.drainOnce();
+    expect(report).toMatchObject({ claimed: 1, failed: 1 });
+    // The row lock is free: this would wait (and fail at lock_timeout) if the transaction lived.
+    await sql.query(`SET lock_timeout = '2s'`);
+    await sql.query(`UPDATE counter SET n = n WHERE id = 1`);
+    await sql.query(`RESET lock_timeout`);
+    const { rows } = await sql.query(`SELECT n FROM counter WHERE id = 1`);
+    expect(rows[0].n).toBe(0);
+    expect(await effects(id)).toBe(0);
+    expect((await outboxRow(id)).last_error).toMatch(/ledger: .*400 ms budget/);
+    never.resolve();
+  });
+
+  it("cancel the handler's running statement at its budget", async () => {
+    const outcome = deferred<unknown>();
+    behaviour.ledger = async (_event, ctx) => {
+      // Started late in the budget, so the statement's own timeout (the budget) is far off
+      // when the budget runs out: only the cancel can stop it then.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await ctx.manager.query(`SELECT pg_sleep(30)`).then(
+        () => outcome.resolve('finished'),
+        (error: Error) => outcome.resolve(error.message),
+      );
+    };
+    await emit(paid());
+
+    const report = await dispatcher.drainOnce();
+    expect(report).toMatchObject({ claimed: 1, failed: 1 });
+    expect(await outcome.promise).toMatch(/canceling statement due to user request/);
+    const { rows } = await sql.query(
+      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(30)%'`,
+    );
+    expect(rows[0].n).toBe(0);
+  });
+
+  it('give follow-up events of ctx.emit causation and correlation, and commit them with the handler', async () => {
+    const children: string[] = [];
+    behaviour.ledger = async (event, ctx) => {
+      if (event.payload && (event.payload as { child?: boolean }).child) return;
+      children.push(
+        await ctx.emit({
+          type: 'invoice.paid',
+          aggregateType: 'invoice',
+          aggregateId: 'inv-2',
+          payload: { child: true },
+        }),
+      );
+      const [other] = await ctx.emit([
+        {
+          type: 'invoice.paid',
+          aggregateType: 'invoice',
+          aggregateId: 'inv-3',
+          requestId: null,
+          correlationId: 'own-chain',
+          payload: { child: true },
+        },
+      ]);
+      children.push(other);
+    };
+    const root = await emit(paid());
+    const chained = await emit(paid({ correlationId: 'corr-7', aggregateId: 'inv-9' }));
+    await dispatcher.drainOnce();
+
+    const { rows } = await sql.query(
+      `SELECT id, causation_id, correlation_id, request_id, organization_id FROM outbox_event
+       WHERE id = ANY ($1::uuid[]) ORDER BY id`,
+      [children],
+    );
+    const byCause = (parent: string) => rows.filter((r) => r.causation_id === parent);
+    expect(byCause(root)).toEqual([
+      expect.objectContaining({
+        correlation_id: root,
+        request_id: 'req-1',
+        organization_id: 'org-1',
+      }),
+      expect.objectContaining({ correlation_id: 'own-chain', request_id: null }),
+    ]);
+    expect(
+      byCause(chained)
+        .map((r) => r.correlation_id)
+        .sort(),
+    ).toEqual(['corr-7', 'own-chain']);
+  });
+
+  it('roll ctx.emit back with a handler that fails', async () => {
+    let failures = 1;
+    behaviour.ledger = async (event, ctx) => {
+      if ((event.payload as { child?: boolean }).child) return;
+      await ctx.emit({ type: 'thing.followed', aggregateType: 't', aggregateId: '1', payload: {} });
+      if (failures-- > 0) throw new Error('after the emit');
+    };
+    const id = await emit(paid());
+
+    await dispatcher.drainOnce();
+    const follow = `SELECT count(*)::int AS n FROM outbox_event WHERE causation_id = $1`;
+    expect((await sql.query(follow, [id])).rows[0].n).toBe(0);
+
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await dispatcher.drainOnce();
+    expect((await sql.query(follow, [id])).rows[0].n).toBe(1);
+  });
+
+  it('refuse ctx.emit once the handler has returned', async () => {
+    let late: TransactionalHandlerContext['emit'] | undefined;
+    behaviour.ledger = (_event, ctx) => {
+      late = ctx.emit;
+    };
+    await emit(paid());
+    await dispatcher.drainOnce();
+
+    await expect(
+      late!({ type: 'too.late', aggregateType: 't', aggregateId: '1', payload: {} }),
+    ).rejects.toThrow(OutboxHandlerTransactionEndedError);
+  });
+
+  it("run the app's services in the handler's transaction through @nestjs-cls/transactional", async () => {
+    let failures = 1;
+    behaviour.services = () => {
+      if (failures-- > 0) throw new Error('undo the service write');
+    };
+    const id = await emit({
+      type: 'member.invited',
+      aggregateType: 'm',
+      aggregateId: '1',
+      payload: {},
+    });
+
+    await dispatcher.drainOnce();
+    expect(await effects(id)).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await dispatcher.drainOnce();
+    expect(await effects(id)).toBe(1);
+    expect(Object.keys((await outboxRow(id)).deliveries)).toEqual(['services']);
+  });
+});
