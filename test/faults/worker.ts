@@ -53,6 +53,7 @@ async function answer(fault: FaultApp, producer: Producer | undefined, command: 
       const handlers = fault.app.get(FaultHandlers);
       return {
         inFlight: handlers.inFlight,
+        txOpen: handlers.txOpen,
         calls: handlers.calls,
         state: dispatcher.state,
         listener: dispatcher.listenerState,
@@ -71,7 +72,7 @@ async function answer(fault: FaultApp, producer: Producer | undefined, command: 
     case 'emit':
       return producer!.emit(command.count, command.batch, command.kind, command.slowMs);
     case 'stream-start':
-      return producer!.startStream(command.perSecond, command.batch);
+      return producer!.startStream(command.perSecond, command.batch, command.kind);
     case 'stream-stop':
       return producer!.stopStream();
   }

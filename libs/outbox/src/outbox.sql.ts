@@ -277,7 +277,8 @@ export const MARK_FAILED = `
  */
 export const RECORD_DELIVERY = `
   UPDATE outbox_event
-  SET deliveries = jsonb_build_object($3::text, now()) || deliveries
+  -- The clock, not now(): now() is when the handler's transaction began, before its work.
+  SET deliveries = jsonb_build_object($3::text, clock_timestamp()) || deliveries
   WHERE id = $1::uuid
     AND attempts = $2::int
     AND dispatched_at IS NULL

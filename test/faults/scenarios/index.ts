@@ -7,6 +7,7 @@ import { sigkill } from './sigkill';
 import { sigterm } from './sigterm';
 import { terminateBackends } from './terminate-backends';
 import { throughput } from './throughput';
+import { transactionalKill } from './transactional-kill';
 
 /** In the order they run; `--only <name>` picks some. */
 export const SCENARIOS: Scenario[] = [
@@ -18,4 +19,5 @@ export const SCENARIOS: Scenario[] = [
   poison,
   sigterm,
   lockAndHang,
+  transactionalKill,
 ];

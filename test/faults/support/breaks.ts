@@ -1,4 +1,6 @@
 import { EventDispatcher, OutboxRepository } from '@app/outbox';
+import { HandlerTransactions } from '@app/outbox/handler-transactions';
+import type { DataSource } from 'typeorm';
 
 /**
  * Deliberate faults, off unless the runner is given `--break <mode>`, to show that the suite
@@ -14,6 +16,8 @@ export const BREAK_MODES = {
   'ignore-deliveries': 'redelivery ignores the per-handler deliveries map',
   /** The claim no longer skips leased rows, as if its lease condition were removed from the SQL. */
   'no-lease-guard': 'the claim takes rows another worker still holds',
+  /** A transactional handler's writes go through the DataSource, outside its transaction. */
+  'tx-autocommit': "a transactional handler's writes autocommit instead of joining its transaction",
 } as const;
 
 export type BreakMode = keyof typeof BREAK_MODES;
@@ -44,9 +48,19 @@ const LEASE_GUARD =
 /** Installs the library-side modes in this process, before the app is created. */
 export function installBreak(mode: string | undefined): void {
   if (mode === 'ignore-deliveries') {
-    const deliver = EventDispatcher.prototype.deliver;
-    EventDispatcher.prototype.deliver = function (event, _alreadyDelivered, options) {
-      return deliver.call(this, event, {}, options);
+    const execute = EventDispatcher.prototype.execute;
+    EventDispatcher.prototype.execute = function (event, _alreadyDelivered, options) {
+      return execute.call(this, event, {}, options);
+    };
+  }
+  if (mode === 'tx-autocommit') {
+    const run = HandlerTransactions.prototype.run;
+    HandlerTransactions.prototype.run = function (request) {
+      const { dataSource } = this as unknown as { dataSource: DataSource };
+      return run.call(this, {
+        ...request,
+        invoke: (transaction) => request.invoke({ ...transaction, manager: dataSource.manager }),
+      });
     };
   }
   if (mode === 'no-lease-guard') {

@@ -31,7 +31,8 @@ export interface Tally {
   stillLive: number;
 }
 
-const EXPECTED = `CASE WHEN em.kind = 'poison' THEN ARRAY['fault-a'] ELSE ARRAY['fault-a', 'fault-b'] END`;
+const EXPECTED = `CASE em.kind WHEN 'poison' THEN ARRAY['fault-a'] WHEN 'tx' THEN ARRAY['fault-tx']
+                  ELSE ARRAY['fault-a', 'fault-b'] END`;
 
 const TALLY = `
   WITH
@@ -151,4 +152,20 @@ export async function deliveryLatency(db: FaultDatabase, eventId: string): Promi
     [eventId],
   );
   return row?.ms ?? null;
+}
+
+/**
+ * Follow-up events per transactional event: `ctx.emit` writes one in the handler's transaction,
+ * so each `tx` event must have exactly one, however often its handler was cut short.
+ */
+export async function followUps(db: FaultDatabase): Promise<{ missing: number; extra: number }> {
+  const [row] = await db.query(
+    `SELECT count(*) FILTER (WHERE n = 0)::int AS missing,
+            coalesce(sum(n - 1) FILTER (WHERE n > 1), 0)::int AS extra
+     FROM (SELECT em.event_id,
+                  (SELECT count(*) FROM outbox_event f WHERE f.causation_id = em.event_id) AS n
+           FROM fault_emitted em
+           WHERE em.kind = 'tx') AS per_event`,
+  );
+  return { missing: row.missing as number, extra: row.extra as number };
 }

@@ -5,11 +5,16 @@ import {
   OUTBOX_EVENT_DEAD,
   type HandlerContext,
   type OutboxEvent,
+  type TransactionalHandlerContext,
 } from '@app/outbox';
 import { breaks } from './breaks';
 import type { ChildConfig } from './ipc';
 
 export const FAULT_EVENT = 'fault.work';
+/** Goes to the transactional handler alone. */
+export const FAULT_TX_EVENT = 'fault.tx';
+/** What the transactional handler emits with `ctx.emit`; nobody handles it. */
+export const FAULT_FOLLOW_UP_EVENT = 'fault.tx.followed';
 export const FAULT_RECORDS = Symbol('FAULT_RECORDS');
 export const FAULT_CONFIG = Symbol('FAULT_CONFIG');
 
@@ -17,6 +22,7 @@ export const FAULT_CONFIG = Symbol('FAULT_CONFIG');
 export const HANDLER_A = 'fault-a';
 export const HANDLER_B = 'fault-b';
 export const HANDLER_DEAD = 'fault-dead';
+export const HANDLER_TX = 'fault-tx';
 
 export interface FaultPayload {
   /** The handler that always throws for this event (a poison event). */
@@ -53,6 +59,7 @@ const EFFECT = `
 @Injectable()
 export class FaultHandlers {
   inFlight = 0;
+  txOpen = 0;
   calls = 0;
 
   constructor(
@@ -73,6 +80,42 @@ export class FaultHandlers {
   @OnOutboxEvent(HANDLER_DEAD, { events: [OUTBOX_EVENT_DEAD] })
   dead(event: OutboxEvent<FaultPayload>, ctx: HandlerContext): Promise<void> {
     return this.run(event, ctx);
+  }
+
+  /**
+   * A transactional handler with a naive effect: a plain INSERT through `ctx.manager`, no check
+   * for an earlier one, and a follow-up event. Only the outbox's transaction keeps it single.
+   * It then rests with its transaction open, so kills land between its writes and its COMMIT.
+   */
+  @OnOutboxEvent(HANDLER_TX, { events: [FAULT_TX_EVENT], transaction: true })
+  async tx(event: OutboxEvent<FaultPayload>, ctx: TransactionalHandlerContext): Promise<void> {
+    this.inFlight++;
+    this.calls++;
+    let written = false;
+    try {
+      const { rows } = await this.records.query<{ id: string }>(
+        'INSERT INTO fault_call (handler, event_id, pid, attempt) VALUES ($1, $2, $3, $4) RETURNING id',
+        [ctx.handlerName, event.id, process.pid, ctx.attempt],
+      );
+      const callId = rows[0].id;
+      await ctx.manager.query(
+        'INSERT INTO fault_effect (handler, event_id, call_id) VALUES ($1, $2, $3)',
+        [ctx.handlerName, event.id, callId],
+      );
+      await ctx.manager.query(`UPDATE fault_call SET effect = 'done' WHERE id = $1`, [callId]);
+      await ctx.emit({
+        type: FAULT_FOLLOW_UP_EVENT,
+        aggregateType: 'fault',
+        aggregateId: event.id,
+        payload: {},
+      });
+      this.txOpen++;
+      written = true;
+      await sleep(Math.random() * (this.config.handlerDelayMs ?? 0));
+    } finally {
+      if (written) this.txOpen--;
+      this.inFlight--;
+    }
   }
 
   private async run(event: OutboxEvent<FaultPayload>, ctx: HandlerContext): Promise<void> {

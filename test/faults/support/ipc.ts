@@ -15,14 +15,15 @@ export interface ChildConfig {
 }
 
 /** Kinds of emitted events, as recorded in `fault_emitted.kind`. */
-export type EventKind = 'work' | 'poison' | 'slow';
+/** `tx` events go to the transactional handler only (`fault.tx`). */
+export type EventKind = 'work' | 'poison' | 'slow' | 'tx';
 
 export type Command =
   | { cmd: 'status' }
   | { cmd: 'health' }
   | { cmd: 'start-dispatcher' }
   | { cmd: 'emit'; count: number; batch: number; kind: EventKind; slowMs?: number }
-  | { cmd: 'stream-start'; perSecond: number; batch: number }
+  | { cmd: 'stream-start'; perSecond: number; batch: number; kind?: EventKind }
   | { cmd: 'stream-stop' };
 
 export interface Request {
@@ -41,6 +42,8 @@ export type Notice =
 
 export interface WorkerStatus {
   inFlight: number;
+  /** Transactional handlers that have written their effect and not yet returned (before COMMIT). */
+  txOpen: number;
   calls: number;
   state: string;
   listener: string;

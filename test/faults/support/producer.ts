@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
 import type { OutboxPublisher } from '@app/outbox';
-import { FAULT_EVENT, type FaultPayload } from './fault-handlers';
+import { FAULT_EVENT, FAULT_TX_EVENT, type FaultPayload } from './fault-handlers';
 import type { EmitReport, EventKind, StreamReport } from './ipc';
 
 /**
@@ -32,7 +32,7 @@ export class Producer {
   }
 
   /** Emits `batch` events per transaction at about `perSecond` until stopped; failures are retried by the next batch. */
-  startStream(perSecond: number, batch: number): void {
+  startStream(perSecond: number, batch: number, kind: EventKind = 'work'): void {
     if (this.stream) return;
     const state = { stop: false, done: Promise.resolve({ committed: 0, failedBatches: 0 }) };
     const periodMs = (1000 * batch) / perSecond;
@@ -41,7 +41,7 @@ export class Producer {
       let next = Date.now();
       while (!state.stop) {
         try {
-          await this.emitBatch(batch, 'work');
+          await this.emitBatch(batch, kind);
           report.committed += batch;
         } catch {
           report.failedBatches++;
@@ -71,7 +71,7 @@ export class Producer {
     return this.dataSource.transaction(async (manager) => {
       const ids = await this.publisher.emit(
         Array.from({ length: size }, (_, index) => ({
-          type: FAULT_EVENT,
+          type: kind === 'tx' ? FAULT_TX_EVENT : FAULT_EVENT,
           aggregateType: 'fault',
           aggregateId: `${kind}-${index}`,
           payload,
