@@ -3,6 +3,7 @@ import { CreateOutboxEvent1764400000000 } from './1764400000000-create-outbox-ev
 import { CreateReferenceApp1764500000000 } from './1764500000000-create-reference-app';
 import { OutboxDueIndex1765000000000 } from '../libs/outbox/src/migrations/1765000000000-outbox-due-index';
 import { OutboxEventCausation1766000000000 } from '../libs/outbox/src/migrations/1766000000000-outbox-event-causation';
+import { OutboxHandlerFailures1767000000000 } from '../libs/outbox/src/migrations/1767000000000-outbox-handler-failures';
 
 /** The reference app's own tables; they run after the outbox's. */
 export const REFERENCE_APP_MIGRATIONS = [CreateReferenceApp1764500000000];
@@ -12,5 +13,6 @@ export {
   CreateOutboxEvent1764400000000,
   OutboxDueIndex1765000000000,
   OutboxEventCausation1766000000000,
+  OutboxHandlerFailures1767000000000,
   CreateReferenceApp1764500000000,
 };

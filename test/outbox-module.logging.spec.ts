@@ -59,7 +59,7 @@ describe('OutboxModule logs', () => {
       await new Promise((resolve) => setTimeout(resolve, 20));
       await dispatcher.drainOnce();
 
-      const failures = logs.matching('warn', `member.invited ${id} failed attempt 1 of 2`);
+      const failures = logs.matching('warn', `member.invited ${id} failed attempt 1 (push-to-crm)`);
       expect(failures).toHaveLength(1);
       expect(failures[0].message).toContain('push-to-crm: Error: CRM answered 500');
       const dead = logs.matching('error', `member.invited ${id} is dead after 2 attempts`);

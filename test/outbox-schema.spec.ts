@@ -58,6 +58,7 @@ describe('outbox schema', () => {
       'last_error',
       'causation_id',
       'correlation_id',
+      'failures',
     ]);
 
     const primaryKey = await db.dataSource.query<{ definition: string }[]>(

@@ -20,6 +20,11 @@ import {
 } from './outbox-handler.types';
 import { LEASE_SETTLE_HEADROOM_MS, type ResolvedOutboxOptions } from './outbox.options';
 import { OUTBOX_OPTIONS } from './outbox.tokens';
+import { resolveHandlerPolicy, type HandlerPolicy } from './handler-policy';
+
+/** The module's defaults, for a dispatcher built without options for them (unit tests). */
+const DEFAULT_RETRY = { baseMs: 1000, maxMs: 300_000, jitter: 0.2 };
+const DEFAULT_MAX_ATTEMPTS = 10;
 
 const KEBAB_CASE = /^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$/;
 const EVERY_TYPE = '*';
@@ -31,6 +36,10 @@ export interface OutboxHandlerRegistration {
   timeoutMs?: number;
   /** Run in a transaction that also records the delivery (see `OnOutboxEventOptions`). */
   transaction?: OnOutboxEventOptions['transaction'];
+  /** The handler's own retry schedule; the module's `retry` when absent. */
+  retry?: OnOutboxEventOptions['retry'];
+  /** The handler's own attempts; the module's `maxAttempts` when absent. */
+  maxAttempts?: number;
   handle: OutboxHandlerFn;
   /** Where the handler is declared (`Class.method`), for error messages. */
   location: string;
@@ -43,6 +52,13 @@ interface RegisteredHandler {
   budgetMs: number;
   /** Set for a transactional handler: the isolation level of its transaction. */
   isolationLevel: OutboxIsolationLevel | undefined;
+  policy: HandlerPolicy;
+}
+
+/** A handler of an event type with its retry policy, as the executor settles them. */
+export interface HandlerWithPolicy {
+  name: string;
+  policy: HandlerPolicy;
 }
 
 /** The handlers of one event, started: see `EventDispatcher.execute`. */
@@ -58,6 +74,8 @@ export interface DeliverOptions {
   attempt: number;
   /** Aborts every handler of this delivery (the dispatcher abandoning them at shutdown). */
   signal?: AbortSignal;
+  /** Each handler's own try of this event (1 when absent), passed as `ctx.handlerAttempt`. */
+  handlerAttempts?: Readonly<Record<string, number>>;
 }
 
 /**
@@ -73,15 +91,21 @@ export class EventDispatcher {
   private readonly unhandledTypes = new Set<string>();
   private readonly budgetMs: number;
   private readonly leaseMs: number;
+  /** The module's `retry` and `maxAttempts`, for handlers without their own. */
+  readonly defaultPolicy: HandlerPolicy;
 
   constructor(
     @Inject(OUTBOX_OPTIONS)
     options: Pick<ResolvedOutboxOptions, 'handlerTimeoutMs'> &
-      Partial<Pick<ResolvedOutboxOptions, 'leaseMs'>>,
+      Partial<Pick<ResolvedOutboxOptions, 'leaseMs' | 'retry' | 'maxAttempts'>>,
     @Optional() private readonly transactions?: HandlerTransactions,
   ) {
     this.budgetMs = options.handlerTimeoutMs;
     this.leaseMs = options.leaseMs ?? Infinity;
+    this.defaultPolicy = {
+      retry: options.retry ?? DEFAULT_RETRY,
+      maxAttempts: options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+    };
   }
 
   /** Adds a handler; throws a typed error for a bad name, no events or a name clash. */
@@ -107,6 +131,7 @@ export class EventDispatcher {
       throw new InvalidOutboxHandlerTimeoutError(name, location, timeoutMs, this.leaseMs);
     }
     const isolationLevel = this.isolationLevelOf(registration);
+    const policy = resolveHandlerPolicy(registration, this.defaultPolicy);
     const budgetMs = timeoutMs ?? this.budgetMs;
     const eventTypes = new Set(types as string[]);
     for (const type of eventTypes) {
@@ -115,7 +140,7 @@ export class EventDispatcher {
     }
     for (const type of eventTypes) {
       const list = this.byType.get(type) ?? [];
-      list.push({ name, handle, location, budgetMs, isolationLevel });
+      list.push({ name, handle, location, budgetMs, isolationLevel, policy });
       this.byType.set(type, list);
     }
   }
@@ -156,6 +181,11 @@ export class EventDispatcher {
   /** Names of the handlers an event of this type goes to. */
   handlerNames(type: string): string[] {
     return this.handlersFor(type).map((h) => h.name);
+  }
+
+  /** The handlers an event of this type goes to, with their retry policies. */
+  policies(type: string): HandlerWithPolicy[] {
+    return this.handlersFor(type).map(({ name, policy }) => ({ name, policy }));
   }
 
   /**
@@ -223,6 +253,7 @@ export class EventDispatcher {
     const context: HandlerContext = {
       handlerName: handler.name,
       attempt: options.attempt,
+      handlerAttempt: options.handlerAttempts?.[handler.name] ?? 1,
       signal: controller.signal,
       idempotencyKey: `${handler.name}:${event.id}`,
     };

@@ -13,6 +13,7 @@ export {
   EventDispatcher,
   type DeliverOptions,
   type HandlerRun,
+  type HandlerWithPolicy,
   type OutboxHandlerRegistration,
 } from './event-dispatcher';
 export { OutboxPublisher, type EmitOptions, type EmitResultOptions } from './outbox.publisher';
@@ -46,6 +47,7 @@ export { OutboxEventEntity, OUTBOX_ENTITIES } from './outbox-event.entity';
 export { CreateOutboxEvent1764400000000 } from './migrations/1764400000000-create-outbox-event';
 export { OutboxDueIndex1765000000000 } from './migrations/1765000000000-outbox-due-index';
 export { OutboxEventCausation1766000000000 } from './migrations/1766000000000-outbox-event-causation';
+export { OutboxHandlerFailures1767000000000 } from './migrations/1767000000000-outbox-handler-failures';
 export { OUTBOX_MIGRATIONS } from './migrations';
 export {
   OutboxRepository,
@@ -76,6 +78,7 @@ export {
   EmptyOutboxHandlerEventsError,
   InvalidOutboxEventError,
   InvalidOutboxHandlerNameError,
+  InvalidOutboxHandlerPolicyError,
   InvalidOutboxHandlerTimeoutError,
   InvalidOutboxHandlerTransactionError,
   InvalidOutboxOptionsError,
@@ -92,4 +95,10 @@ export {
 } from './outbox.errors';
 export { scrubError } from './scrub-error';
 export { retryDelayMs, type BackoffSettings } from './retry-backoff';
+export {
+  handlerRetryDelayMs,
+  type HandlerFailure,
+  type HandlerPolicy,
+  type HandlerRetry,
+} from './handler-policy';
 export { DEFAULT_OUTBOX_CHANNEL, OUTBOX_EVENT_DEAD, OUTBOX_TABLE } from './outbox.constants';

@@ -344,6 +344,10 @@ export class OutboxCompleter {
       const { record, settle } = item;
       const what = `${record.type} ${record.id}`;
       const error = scrubError(settle.error, LOGGED_ERROR_LENGTH);
+      if (settle.error === null && !newlyDead.has(record.id)) {
+        // No handler failed: the ones that ran succeeded, the others wait for their retry.
+        continue;
+      }
       if (newlyDead.has(record.id)) {
         this.deadLog.log(
           `Outbox event ${what} is dead after ${settle.attempts} attempts ` +
@@ -353,8 +357,9 @@ export class OutboxCompleter {
         this.failureLog.log(`Outbox replay of dead event ${what} failed again: ${error}`);
       } else {
         this.failureLog.log(
-          `Outbox event ${what} failed attempt ${settle.attempts} of ${this.options.maxAttempts}, ` +
-            `next in ${Math.round(settle.retryDelayMs)} ms: ${error}`,
+          `Outbox event ${what} failed attempt ${settle.attempts} ` +
+            `(${settle.failedHandlers.join(', ')}), next in ${Math.round(settle.retryDelayMs)} ms: ` +
+            error,
         );
       }
     }

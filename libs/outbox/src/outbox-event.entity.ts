@@ -1,4 +1,5 @@
 import { Check, Column, Entity, Index, PrimaryColumn } from 'typeorm';
+import type { HandlerFailure } from './handler-policy';
 import { OUTBOX_TABLE } from './outbox.constants';
 
 /**
@@ -76,6 +77,10 @@ export class OutboxEventEntity {
 
   @Column({ name: 'correlation_id', type: 'text', nullable: true })
   correlationId!: string | null;
+
+  // See `metadata` for why the default is a JSON value.
+  @Column({ type: 'jsonb', default: {} })
+  failures!: Record<string, HandlerFailure>;
 }
 
 /** Entities to add to the application's TypeORM configuration. */

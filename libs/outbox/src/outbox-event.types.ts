@@ -1,3 +1,4 @@
+import type { HandlerFailure } from './handler-policy';
 import type { OutboxEvent } from './outbox-handler.types';
 
 /** An event to write to the outbox, inside the caller's transaction. */
@@ -41,6 +42,8 @@ export interface OutboxRecord<P = unknown> extends OutboxEvent<P> {
   leaseExpiresAt: Date;
   /** Handlers already delivered, by name, with their delivery time (ISO text). */
   deliveries: Record<string, string>;
+  /** Handlers that failed before, by name: how often, and when each may run again. */
+  failures: Record<string, HandlerFailure>;
   /** Set when the event ran out of attempts; a claimed dead row is a replay. */
   deadAt: Date | null;
   lastError: string | null;
@@ -73,12 +76,18 @@ export interface DeliveredSettle {
 }
 
 export interface FailedSettle extends DeliveredSettle {
-  /** Handlers that failed in this attempt, named in the dead announcement. */
+  /** Handlers that failed in this attempt (all handlers left, once dead), named in the dead announcement. */
   failedHandlers: readonly string[];
-  /** What was thrown; stored scrubbed and bounded as `last_error`. */
+  /** What was thrown; stored scrubbed and bounded as `last_error`. Null keeps the last one. */
   error: unknown;
-  /** Delay before the next attempt (the caller's jittered backoff). */
+  /** Delay before the next attempt when no handler of `pending` has a retry time. */
   retryDelayMs: number;
+  /** Each failed handler's new failure count, and its delay before it may run again (null: used up). */
+  failures?: readonly { handler: string; count: number; delayMs: number | null }[];
+  /** Handlers still retrying: the event is due at the earliest of their retry times. */
+  pending?: readonly string[];
+  /** Every handler left has used its attempts. Absent: dead at `maxAttempts` event attempts. */
+  dead?: boolean;
 }
 
 export interface MarkFailedOptions {

@@ -1,14 +1,12 @@
-import type { EventDispatcher } from './event-dispatcher';
+import type { EventDispatcher, HandlerWithPolicy } from './event-dispatcher';
+import { handlerRetryDelayMs } from './handler-policy';
 import type { OutboxCompleter, Settle, SettleResult } from './outbox-completer';
 import type { OutboxRecord } from './outbox-event.types';
 import type { HandlerOutcome, OutboxEvent } from './outbox-handler.types';
-import type { OutboxRetryOptions } from './outbox.options';
-import { retryDelayMs } from './retry-backoff';
 import { scrubError } from './scrub-error';
 
 export interface ExecutorOptions {
   leaseMs: number;
-  retry: Required<OutboxRetryOptions>;
 }
 
 /** What became of one claimed event: its settle, or `abandoned` at shutdown (lease kept). */
@@ -50,8 +48,12 @@ export class OutboxExecutor {
    */
   start(record: OutboxRecord, claimedAt: number, abandon?: AbortSignal): Promise<ExecutionResult> {
     this.busy++;
-    const run = this.dispatcher.execute(toEvent(record), record.deliveries, {
+    const handlers = this.dispatcher.policies(record.type);
+    const run = this.dispatcher.execute(toEvent(record), this.notToRun(record), {
       attempt: record.attempts,
+      handlerAttempts: Object.fromEntries(
+        Object.entries(record.failures).map(([name, failure]) => [name, failure.count + 1]),
+      ),
       signal: abandon,
     });
     let ended = false;
@@ -76,7 +78,7 @@ export class OutboxExecutor {
       ) {
         return 'abandoned' as const;
       }
-      const settle = this.toSettle(record, outcomes);
+      const settle = this.toSettle(record, outcomes, handlers, claimedAt);
       return this.completer
         .complete(settle, claimedAt + this.options.leaseMs)
         .then((result) => ({ settle, result }));
@@ -95,31 +97,112 @@ export class OutboxExecutor {
     });
   }
 
-  private toSettle(record: OutboxRecord, outcomes: HandlerOutcome[]): Settle {
-    const handlers = outcomes.filter((o) => o.ok).map((o) => o.handlerName);
-    const failures = outcomes.filter((o): o is Extract<HandlerOutcome, { ok: false }> => !o.ok);
-    const { id, attempts } = record;
-    if (failures.length === 0) {
-      return { kind: 'delivered', record, settle: { id, attempts, handlers } };
+  /**
+   * Handlers this claim does not run: those already delivered and, unless the event is a dead
+   * replay (which gives every handler left one more try), those whose own retry time has not
+   * come or whose attempts are used up. "Now" is the claim's own database clock: the lease end
+   * less the lease.
+   */
+  private notToRun(record: OutboxRecord): Record<string, unknown> {
+    if (record.deadAt) return record.deliveries;
+    const claimedAt = record.leaseExpiresAt.getTime() - this.options.leaseMs;
+    const waiting: Record<string, unknown> = { ...record.deliveries };
+    for (const [name, failure] of Object.entries(record.failures)) {
+      if (failure.retryAt === null || Date.parse(failure.retryAt) > claimedAt) waiting[name] = true;
     }
+    return waiting;
+  }
+
+  /**
+   * The settle of an attempt, by the per-handler rule: each failed handler counts one more
+   * failure and, below its `maxAttempts`, gets its next try from its own retry schedule. The
+   * event is delivered once every handler is; dead once every handler left has used its
+   * attempts (a dead replay that fails stays dead); otherwise due at the earliest next try of
+   * the handlers still retrying, when only the handlers due then run.
+   */
+  private toSettle(
+    record: OutboxRecord,
+    outcomes: HandlerOutcome[],
+    handlers: HandlerWithPolicy[],
+    claimedAt: number,
+  ): Settle {
+    const { id, attempts } = record;
+    const succeeded = outcomes.filter((o) => o.ok).map((o) => o.handlerName);
+    const failed = outcomes.filter((o): o is Extract<HandlerOutcome, { ok: false }> => !o.ok);
+    const delivered = new Set([...Object.keys(record.deliveries), ...succeeded]);
+    const left = handlers.filter((h) => !delivered.has(h.name));
+    if (left.length === 0) {
+      return { kind: 'delivered', record, settle: { id, attempts, handlers: succeeded } };
+    }
+    const policies = new Map(handlers.map((h) => [h.name, h.policy]));
+    const failures = failed.map(({ handlerName }) => {
+      const policy = policies.get(handlerName) ?? this.dispatcher.defaultPolicy;
+      const count = (record.failures[handlerName]?.count ?? 0) + 1;
+      const usedUp = record.deadAt !== null || count >= policy.maxAttempts;
+      return {
+        handler: handlerName,
+        count,
+        delayMs: usedUp ? null : handlerRetryDelayMs(policy, count),
+      };
+    });
+    const updated = new Map(failures.map((f) => [f.handler, f]));
+    const pending = left
+      .filter((h) => {
+        const update = updated.get(h.name);
+        if (update) return update.delayMs !== null;
+        return record.failures[h.name]?.retryAt !== null;
+      })
+      .map((h) => h.name);
+    const dead = record.deadAt ? failed.length > 0 : pending.length === 0;
     return {
       kind: 'failed',
       record,
       settle: {
         id,
         attempts,
-        handlers,
-        failedHandlers: failures.map((f) => f.handlerName),
-        error: failures.map((f) => `${f.handlerName}: ${scrubError(f.error)}`).join('; '),
-        retryDelayMs: retryDelayMs(attempts, this.options.retry),
+        handlers: succeeded,
+        failedHandlers: dead ? left.map((h) => h.name) : failed.map((f) => f.handlerName),
+        error:
+          failed.length === 0
+            ? null
+            : failed.map((f) => `${f.handlerName}: ${scrubError(f.error)}`).join('; '),
+        retryDelayMs: this.soonestRetryMs(record, failures, pending, claimedAt),
+        failures,
+        pending,
+        dead,
       },
     };
   }
+
+  /** When the event is next due, as a delay from now: for logs and for planning the next wake. */
+  private soonestRetryMs(
+    record: OutboxRecord,
+    failures: readonly { handler: string; delayMs: number | null }[],
+    pending: readonly string[],
+    claimedAt: number,
+  ): number {
+    let soonest = Infinity;
+    for (const f of failures) if (f.delayMs !== null) soonest = Math.min(soonest, f.delayMs);
+    // A handler that did not run keeps its retry time (database clock, read at the claim).
+    const serverClaimedAt = record.leaseExpiresAt.getTime() - this.options.leaseMs;
+    const elapsed = Date.now() - claimedAt;
+    for (const name of pending) {
+      const retryAt = record.failures[name]?.retryAt;
+      if (retryAt && !updatedIn(failures, name)) {
+        soonest = Math.min(soonest, Math.max(0, Date.parse(retryAt) - serverClaimedAt - elapsed));
+      }
+    }
+    return soonest === Infinity ? 0 : soonest;
+  }
+}
+
+function updatedIn(failures: readonly { handler: string }[], name: string): boolean {
+  return failures.some((f) => f.handler === name);
 }
 
 /** What a handler sees: the record without the lease bookkeeping. */
 function toEvent(record: OutboxRecord): OutboxEvent {
   // eslint-disable-next-line @typescript-eslint/no-unused-vars
-  const { attempts, leaseExpiresAt, deliveries, deadAt, lastError, ...event } = record;
+  const { attempts, leaseExpiresAt, deliveries, failures, deadAt, lastError, ...event } = record;
   return event;
 }

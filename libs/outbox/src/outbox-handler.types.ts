@@ -1,5 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import type { NewOutboxEvent } from './outbox-event.types';
+import type { HandlerRetry } from './handler-policy';
 /** The event as a handler sees it: what was emitted, without the outbox's bookkeeping. */
 export interface OutboxEvent<P = unknown> {
   id: string;
@@ -20,8 +21,10 @@ export interface OutboxEvent<P = unknown> {
 export interface HandlerContext {
   /** The persisted name this handler was registered under. */
   handlerName: string;
-  /** The attempt of the event (1 on first delivery); counts across all handlers of the event. */
+  /** The attempt of the event (1 on first delivery): every claim of it counts, whatever ran. */
   attempt: number;
+  /** This handler's own try of this event: 1, then one more after each of its failures. */
+  handlerAttempt: number;
   /** Aborts when the handler's time budget is spent or the dispatcher abandons it at shutdown. */
   signal: AbortSignal;
   /**
@@ -78,6 +81,17 @@ export interface OnOutboxEventOptions {
    * happen exactly once. READ COMMITTED unless `{ isolationLevel }` says otherwise.
    */
   transaction?: boolean | { isolationLevel?: OutboxIsolationLevel };
+  /**
+   * This handler's own retry schedule, instead of the module's `retry`: `{ baseMs, maxMs,
+   * jitter }` (fields not given come from the module's), or a list of delays in ms, one per
+   * failure (for example the Standard Webhooks schedule `[5_000, 300_000, 1_800_000, …]`).
+   */
+  retry?: HandlerRetry;
+  /**
+   * Runs of this handler that may fail before the event is dead for it; the module's
+   * `maxAttempts` when absent, or one more than the delays of a `retry` list.
+   */
+  maxAttempts?: number;
 }
 
 /** What `EventDispatcher.deliver` reports for one handler. */

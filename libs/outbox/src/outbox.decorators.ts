@@ -8,6 +8,8 @@ export interface OutboxHandlerMetadata {
   events: readonly string[] | '*';
   timeoutMs?: number;
   transaction?: OnOutboxEventOptions['transaction'];
+  retry?: OnOutboxEventOptions['retry'];
+  maxAttempts?: number;
 }
 
 /**
@@ -26,4 +28,6 @@ export const OnOutboxEvent = (name: string, options: OnOutboxEventOptions): Meth
     events: options?.events,
     timeoutMs: options?.timeoutMs,
     transaction: options?.transaction,
+    retry: options?.retry,
+    maxAttempts: options?.maxAttempts,
   });

@@ -101,7 +101,7 @@ export class OutboxDispatcher
     this.executor = new OutboxExecutor(
       dispatcher,
       this.completer,
-      { leaseMs: options.leaseMs, retry: options.retry },
+      { leaseMs: options.leaseMs },
       () => this.producer.pump(),
     );
     this.producer = new OutboxProducer(repository, this.executor, this.completer, options);

@@ -198,3 +198,16 @@ export class OutboxHandlerTransactionEndedError extends OutboxError {
     super(OutboxMessages.handlerTransactionEnded(handlerName));
   }
 }
+
+/** A handler's own `retry` or `maxAttempts` is out of range; the boot stops here. */
+export class InvalidOutboxHandlerPolicyError extends OutboxError {
+  constructor(
+    readonly handlerName: string,
+    readonly location: string,
+    readonly field: string,
+    readonly value: unknown,
+    readonly expected: string,
+  ) {
+    super(OutboxMessages.invalidHandlerPolicy(handlerName, location, field, value, expected));
+  }
+}

@@ -90,6 +90,8 @@ export class OutboxExplorer implements OnModuleInit {
         events: metadata.events,
         timeoutMs: metadata.timeoutMs,
         transaction: metadata.transaction,
+        retry: metadata.retry,
+        maxAttempts: metadata.maxAttempts,
         handle: (event, context) =>
           (instance[methodName] as OutboxHandlerFn).call(instance, event, context),
         location: `${className}.${methodName}`,

@@ -44,6 +44,15 @@ export const OutboxMessages = {
     `Outbox handler "${name}" on ${location} has timeoutMs ${describeValue(timeoutMs)}: it must ` +
     `be an integer from 1, and the lease (leaseMs ${leaseMs}) must cover it plus 1000 ms to ` +
     `settle, so a claimed event is settled before another instance may claim it`,
+  invalidHandlerPolicy: (
+    name: string,
+    location: string,
+    field: string,
+    value: unknown,
+    expected: string,
+  ) =>
+    `Outbox handler "${name}" on ${location} has ${field} ${describeValue(value)}: it must be ` +
+    expected,
   handlerTimeout: (name: string, budgetMs: number) =>
     `Outbox handler "${name}" did not finish within its ${budgetMs} ms budget`,
   leaseLost: (name: string, eventId: string, attempt: number) =>

@@ -1,4 +1,5 @@
 import type { DataSource, EntityManager } from 'typeorm';
+import type { HandlerFailure } from './handler-policy';
 import { v7 as uuidv7 } from 'uuid';
 import {
   DEFAULT_OUTBOX_CHANNEL,
@@ -77,6 +78,7 @@ interface ClaimedRow {
   attempts: number;
   lease_expires_at: Date;
   deliveries: Record<string, string>;
+  failures: Record<string, HandlerFailure>;
   dead_at: Date | null;
   last_error: string | null;
 }
@@ -197,8 +199,10 @@ export class OutboxRepository {
   }
 
   /**
-   * Records failed attempts: a retry after `retryDelayMs`, or the dead state at `maxAttempts`
-   * with one `outbox.event.dead` announcement written in the same statement. A row that is or
+   * Records failed attempts: each failed handler's count and retry time (`failures`), and the
+   * event due at the earliest retry of its `pending` handlers (or after `retryDelayMs`); or the
+   * dead state (`dead`, or without it `maxAttempts` event attempts) with one
+   * `outbox.event.dead` announcement written in the same statement. A row that is or
    * becomes dead is replayed after `deadRetryMs`. A row no longer leased (already settled or
    * given back for this attempt) is reported stale.
    */
@@ -212,9 +216,16 @@ export class OutboxRepository {
       attempts: s.attempts,
       handlers: s.handlers,
       failed_handlers: s.failedHandlers,
-      error: scrubError(s.error),
+      error: s.error === null ? null : scrubError(s.error),
       retry_ms: Math.max(0, s.retryDelayMs),
       dead_event_id: uuidv7(),
+      dead: s.dead ?? null,
+      failures: (s.failures ?? []).map((f) => ({
+        handler: f.handler,
+        count: f.count,
+        delay_ms: f.delayMs === null ? null : Math.max(0, f.delayMs),
+      })),
+      pending: s.pending ?? [],
     }));
     return this.own(
       'markFailed',
@@ -494,6 +505,7 @@ function toRecord(row: ClaimedRow): OutboxRecord {
     attempts: row.attempts,
     leaseExpiresAt: row.lease_expires_at,
     deliveries: row.deliveries,
+    failures: row.failures,
     deadAt: row.dead_at,
     lastError: row.last_error,
   };

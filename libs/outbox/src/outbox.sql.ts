@@ -151,7 +151,7 @@ export const CLAIM = `
     WHERE e.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
               e.payload, e.metadata, e.occurred_at, e.causation_id, e.correlation_id,
-              e.attempts, e.lease_expires_at, e.deliveries, e.dead_at, e.last_error
+              e.attempts, e.lease_expires_at, e.deliveries, e.failures, e.dead_at, e.last_error
   )
   SELECT claimed.*
   FROM claimed
@@ -189,26 +189,43 @@ export const MARK_DELIVERED = `
 
 /**
  * Records a failed attempt, each row only if it still holds the attempt it was claimed with.
- * A live row below the limit is scheduled again; at the limit it becomes dead and, in the same
- * statement, one `outbox.event.dead` event is inserted (never for a dead announcement itself,
- * which would otherwise announce its own death forever). A dead row that fails on replay stays
- * dead with a new dead time and announces nothing. Either way a dead row's next replay is
- * written now, `dead retry ms` ahead, so replays are found in due order like live rows.
+ *
+ * Each failed handler's entry in `failures` becomes `{count, retryAt}` (`retryAt` null once the
+ * handler has used its attempts). A live row that stays live is due again at the earliest
+ * `retryAt` of its `pending` handlers (those still retrying), or `retry ms` ahead when none has
+ * one. A row whose settle says `dead` (every handler left has used its attempts) becomes dead
+ * and, in the same statement, one `outbox.event.dead` event is inserted (never for a dead
+ * announcement itself, which would otherwise announce its own death forever). A dead row that
+ * fails on replay stays dead with a new dead time and announces nothing. Either way a dead row's
+ * next replay is written now, `dead retry ms` ahead, so replays are found in due order like live
+ * rows. A settle without `dead` (an older caller) is dead at `max attempts`.
  * A row without a lease has already been settled (or given back) for this attempt: a settle
- * retried after its first try committed is stale rather than applied twice.
- * $1 jsonb array of {id, attempts, handlers, failed_handlers, error, retry_ms, dead_event_id},
- * $2 max attempts, $3 channel, $4 dead event type, $5 dead event aggregate type, $6 uuid[] of
- * the ids (so rows are found through the primary key), $7 dead retry ms.
+ * retried after its first try committed is stale rather than applied twice. A settle may carry
+ * no failure at all (its handlers that ran succeeded, others still wait for their retry): the
+ * last error is then kept.
+ * $1 jsonb array of {id, attempts, handlers, failed_handlers, error, retry_ms, dead_event_id,
+ * dead, failures: [{handler, count, delay_ms}], pending}, $2 max attempts, $3 channel, $4 dead
+ * event type, $5 dead event aggregate type, $6 uuid[] of the ids (so rows are found through the
+ * primary key), $7 dead retry ms.
  */
 export const MARK_FAILED = `
   WITH input AS (
     SELECT *
     FROM jsonb_to_recordset($1::jsonb) AS s(
       id uuid, attempts integer, handlers text[], failed_handlers text[],
-      error text, retry_ms double precision, dead_event_id uuid)
+      error text, retry_ms double precision, dead_event_id uuid, dead boolean,
+      failures jsonb, pending text[])
   ),
   current AS (
-    SELECT e.id, e.dead_at IS NULL AND s.attempts >= $2 AS becomes_dead
+    SELECT e.id,
+           e.dead_at IS NULL AND coalesce(s.dead, s.attempts >= $2) AS becomes_dead,
+           e.failures || coalesce(
+             (SELECT jsonb_object_agg(f.handler, jsonb_build_object(
+                       'count', f.count,
+                       'retryAt', now() + make_interval(secs => f.delay_ms / 1000.0)))
+              FROM jsonb_to_recordset(s.failures) AS f(handler text, count integer,
+                                                       delay_ms double precision)),
+             '{}'::jsonb) AS failures
     FROM outbox_event AS e
     JOIN input AS s ON s.id = e.id
     WHERE e.id = ANY ($6::uuid[])
@@ -220,11 +237,15 @@ export const MARK_FAILED = `
   settled AS (
     UPDATE outbox_event AS e
     SET lease_expires_at = NULL,
-        last_error = s.error,
+        last_error = coalesce(s.error, e.last_error),
         deliveries = ${MERGED_DELIVERIES},
+        failures = c.failures,
         next_attempt_at = CASE
           WHEN e.dead_at IS NULL AND NOT c.becomes_dead
-            THEN now() + make_interval(secs => s.retry_ms / 1000.0)
+            THEN coalesce(
+              (SELECT min((c.failures -> handler ->> 'retryAt')::timestamptz)
+               FROM unnest(s.pending) AS handler),
+              now() + make_interval(secs => s.retry_ms / 1000.0))
           ELSE now() + make_interval(secs => $7 / 1000.0)
         END,
         dead_at = CASE

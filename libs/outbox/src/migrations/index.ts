@@ -1,10 +1,12 @@
 import { CreateOutboxEvent1764400000000 } from './1764400000000-create-outbox-event';
 import { OutboxDueIndex1765000000000 } from './1765000000000-outbox-due-index';
 import { OutboxEventCausation1766000000000 } from './1766000000000-outbox-event-causation';
+import { OutboxHandlerFailures1767000000000 } from './1767000000000-outbox-handler-failures';
 
 /** The outbox's migrations, in order: add them to your DataSource's `migrations`. */
 export const OUTBOX_MIGRATIONS = [
   CreateOutboxEvent1764400000000,
   OutboxDueIndex1765000000000,
   OutboxEventCausation1766000000000,
+  OutboxHandlerFailures1767000000000,
 ];
