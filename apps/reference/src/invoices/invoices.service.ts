@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { conflictOnUniqueViolation } from '../common/unique-violation';
 import { DomainEvents } from '../events/domain-events';
-import { Organization } from '../organizations/organization.entity';
+import { OrganizationsQuery } from '../organizations/organizations.query';
 import { Invoice } from './invoice.entity';
 import type { IssueInvoiceDto } from './invoices.dto';
 
@@ -13,12 +13,13 @@ export class InvoicesService {
   constructor(
     private readonly dataSource: DataSource,
     private readonly events: DomainEvents,
+    private readonly organizations: OrganizationsQuery,
   ) {}
 
   issue(organizationId: string, dto: IssueInvoiceDto, requestId: string) {
     return this.dataSource
       .transaction(async (manager) => {
-        if (!(await manager.existsBy(Organization, { id: organizationId }))) {
+        if (!(await this.organizations.exists(organizationId, manager))) {
           throw new NotFoundException(`organization ${organizationId} does not exist`);
         }
         if (await manager.existsBy(Invoice, { organizationId, number: dto.number })) {

@@ -2,6 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { OnOutboxEvent, scrubError, type HandlerContext, type OutboxEvent } from '@app/outbox';
 import { catalogEntry, type NotificationRule } from '../events/event-catalog';
+import { OrganizationsQuery } from '../organizations/organizations.query';
 import { MailerPort } from './mailer.port';
 import {
   audienceMembers,
@@ -24,6 +25,7 @@ export class NotificationFanout {
   constructor(
     private readonly dataSource: DataSource,
     private readonly mailer: MailerPort,
+    private readonly organizations: OrganizationsQuery,
   ) {}
 
   @OnOutboxEvent(NOTIFICATION_FANOUT, { events: NOTIFIED_EVENT_TYPES })
@@ -47,13 +49,10 @@ export class NotificationFanout {
     title: string,
   ): Promise<Recipient[]> {
     return this.dataSource.transaction(async (manager) => {
-      // occurredAt is the event transaction's now() cut to the millisecond: a member written in
-      // that same transaction (the invitee of member.invited) must still count.
-      const members: Recipient[] = await manager.query(
-        `SELECT id, email, role FROM member
-         WHERE organization_id = $1 AND created_at < $2::timestamptz + interval '1 millisecond'
-         ORDER BY created_at, id`,
-        [organizationId, event.occurredAt],
+      const members: Recipient[] = await this.organizations.membersAsOf(
+        organizationId,
+        event.occurredAt,
+        manager,
       );
       const audience = audienceMembers(rule.audience, members);
       if (audience.length > 0) {

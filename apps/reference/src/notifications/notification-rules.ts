@@ -5,7 +5,7 @@ import {
   type Audience,
   type NotificationRule,
 } from '../events/event-catalog';
-import type { MemberRole } from '../organizations/member.entity';
+import type { MemberView } from '../organizations/organizations.query';
 
 /** The persisted handler name; renaming it makes a new handler (see the outbox README). */
 export const NOTIFICATION_FANOUT = 'notification-fanout';
@@ -16,11 +16,7 @@ export const NOTIFIED_EVENT_TYPES: readonly string[] = EVENT_TYPES.filter((type)
   return rule !== undefined && (rule.audience !== 'none' || rule.mail !== 'none');
 });
 
-export interface Recipient {
-  id: string;
-  email: string;
-  role: MemberRole;
-}
+export type Recipient = MemberView;
 
 /**
  * The notification's dedup key, unique per user: `event:<eventId>` (a redelivery inserts

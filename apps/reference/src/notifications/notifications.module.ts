@@ -7,6 +7,7 @@ import { NotificationFanout } from './notification-fanout.handler';
 import { NotificationsController } from './notifications.controller';
 import { RecordingMailer } from './recording.mailer';
 import { SmtpMailer } from './smtp.mailer';
+import { OrganizationsModule } from '../organizations/organizations.module';
 
 /** The adapter behind MailerPort, chosen once at boot from `SMTP_URL`. */
 function createMailer(config: ConfigService<AppConfig, true>, dataSource: DataSource): MailerPort {
@@ -23,6 +24,7 @@ function createMailer(config: ConfigService<AppConfig, true>, dataSource: DataSo
  * notification rules), its mailer, and `GET /notifications` and `GET /mails`.
  */
 @Module({
+  imports: [OrganizationsModule],
   controllers: [NotificationsController],
   providers: [
     NotificationFanout,

@@ -7,6 +7,7 @@ import { WEBHOOK_SENDER_OPTIONS, WebhookSender, type WebhookSenderOptions } from
 import { WebhookWake } from './webhook-wake';
 import { WebhooksController } from './webhooks.controller';
 import { WebhooksService } from './webhooks.service';
+import { OrganizationsModule } from '../organizations/organizations.module';
 
 const HOUR = 3_600_000;
 
@@ -16,6 +17,7 @@ const HOUR = 3_600_000;
  * per Standard Webhooks, with retries and a dead state.
  */
 @Module({
+  imports: [OrganizationsModule],
   controllers: [WebhooksController],
   providers: [
     WebhooksService,

@@ -1,7 +1,7 @@
 import { Injectable, NotFoundException } from '@nestjs/common';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import { Organization } from '../organizations/organization.entity';
+import { OrganizationsQuery } from '../organizations/organizations.query';
 import { WebhookDeliveryRepository, type DeliveryView } from './webhook-delivery.repository';
 import { WebhookEndpoint } from './webhook-endpoint.entity';
 import type { CreateWebhookEndpointDto } from './webhooks.dto';
@@ -27,6 +27,7 @@ export class WebhooksService {
   constructor(
     private readonly dataSource: DataSource,
     private readonly deliveries: WebhookDeliveryRepository,
+    private readonly organizations: OrganizationsQuery,
   ) {}
 
   async createEndpoint(
@@ -34,7 +35,7 @@ export class WebhooksService {
     dto: CreateWebhookEndpointDto,
   ): Promise<CreatedWebhookEndpoint> {
     return this.dataSource.transaction(async (manager) => {
-      if (!(await manager.existsBy(Organization, { id: organizationId }))) {
+      if (!(await this.organizations.exists(organizationId, manager))) {
         throw new NotFoundException(`organization ${organizationId} does not exist`);
       }
       const endpoint: WebhookEndpoint = manager.create(WebhookEndpoint, {
