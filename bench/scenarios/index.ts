@@ -10,6 +10,7 @@ import { producers } from './producers';
 import { rss } from './rss';
 import type { Scenario } from './scenario';
 import { settleKill } from './settle-kill';
+import { transactional } from './transactional';
 
 /** Every scenario, in the order a full run takes them. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -24,6 +25,7 @@ export const SCENARIOS: readonly Scenario[] = [
   cpu,
   producers,
   settleKill,
+  transactional,
 ];
 
 /** Not a scenario of this file: `bench/scrub-error.bench.ts`, which BENCH_ONLY=scrub selects. */

@@ -1,6 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
-import { OnOutboxEvent, type OutboxEvent } from '../../libs/outbox/src';
+import { DataSource } from 'typeorm';
+import {
+  OnOutboxEvent,
+  type OutboxEvent,
+  type TransactionalHandlerContext,
+} from '../../libs/outbox/src';
 import { eventIndex, mixedDelayMs } from './events';
 
 /**
@@ -40,6 +45,35 @@ export class MixedHandler {
   }
 }
 
-export type HandlerKind = 'noop' | 'mixed';
+/** The effect both effect handlers write: one row per event, no unique key. */
+export const BENCH_EFFECT_TABLE = `CREATE TABLE IF NOT EXISTS bench_effect (event_id uuid NOT NULL)`;
+const INSERT_EFFECT = 'INSERT INTO bench_effect (event_id) VALUES ($1)';
 
-export const HANDLERS = { noop: NoopHandler, mixed: MixedHandler } as const;
+/** Writes its effect in the outbox's transaction, which also records its delivery. */
+@Injectable()
+export class TransactionalEffectHandler {
+  @OnOutboxEvent('tx-effect', { events: '*', transaction: true })
+  async handle(event: OutboxEvent, ctx: TransactionalHandlerContext): Promise<void> {
+    await ctx.manager.query(INSERT_EFFECT, [event.id]);
+  }
+}
+
+/** Writes the same effect on its own (autocommit), the way a non-transactional handler would. */
+@Injectable()
+export class PlainEffectHandler {
+  constructor(private readonly dataSource: DataSource) {}
+
+  @OnOutboxEvent('plain-effect', { events: '*' })
+  async handle(event: OutboxEvent): Promise<void> {
+    await this.dataSource.query(INSERT_EFFECT, [event.id]);
+  }
+}
+
+export type HandlerKind = 'noop' | 'mixed' | 'tx-effect' | 'plain-effect';
+
+export const HANDLERS = {
+  noop: NoopHandler,
+  mixed: MixedHandler,
+  'tx-effect': TransactionalEffectHandler,
+  'plain-effect': PlainEffectHandler,
+} as const;
