@@ -8,6 +8,9 @@ import {
   DuplicateOutboxHandlerError,
   EmptyOutboxHandlerEventsError,
   InvalidOutboxHandlerTimeoutError,
+  type OutboxModuleOptions,
+  EventDispatcher,
+  InvalidOutboxHandlerPolicyError,
   InvalidOutboxHandlerNameError,
   InvalidOutboxOptionsError,
   OnOutboxEvent,
@@ -52,10 +55,13 @@ class Receiver {
   }
 }
 
-async function bootFailure(providers: Array<new (...args: never[]) => unknown>): Promise<Error> {
+async function bootFailure(
+  providers: Array<new (...args: never[]) => unknown>,
+  outbox: OutboxModuleOptions = {},
+): Promise<Error> {
   const error = await createOutboxApp({
     url: db.url,
-    outbox: { autoStart: false },
+    outbox: { autoStart: false, ...outbox },
     providers,
   }).then(
     async (app) => {
@@ -152,6 +158,40 @@ describe('OutboxModule boot failures', () => {
     expect(error.message).toBe(
       'Outbox handler "slow-export" on Slow.handle has timeoutMs 60000: it must be an integer from 1, and the lease (leaseMs 60000) must cover it plus 1000 ms to settle, so a claimed event is settled before another instance may claim it',
     );
+  });
+
+  it('the handlers option overrides a handler, is checked like the decorator, and must name a handler', async () => {
+    @Injectable()
+    class Sender {
+      @OnOutboxEvent('webhook-sender', { events: ['webhook.delivery'], retry: [5000] })
+      handle() {}
+    }
+    const bad = await bootFailure([Sender], { handlers: { 'webhook-sender': { retry: [-1] } } });
+    expect(bad).toBeInstanceOf(InvalidOutboxHandlerPolicyError);
+    expect(bad.message).toContain(
+      'Outbox handler "webhook-sender" on Sender.handle (with handlers.webhook-sender of the module options) has retry [-1]',
+    );
+
+    const unknown = await bootFailure([Sender], { handlers: { 'webhook-sendr': { retry: [1] } } });
+    expect(unknown).toBeInstanceOf(InvalidOutboxOptionsError);
+    expect(unknown.message).toContain('handlers.webhook-sendr');
+    expect(unknown.message).toContain('no @OnOutboxEvent handler is named "webhook-sendr"');
+
+    const app = await createOutboxApp({
+      url: db.url,
+      outbox: {
+        autoStart: false,
+        handlers: { 'webhook-sender': { retry: [10, 20], timeoutMs: 50 } },
+      },
+      providers: [Sender],
+    });
+    try {
+      expect(app.get(EventDispatcher).policies('webhook.delivery')).toEqual([
+        { name: 'webhook-sender', policy: { retry: [10, 20], maxAttempts: 3 } },
+      ]);
+    } finally {
+      await app.close();
+    }
   });
 
   it('invalid options fail forRoot with one error naming every field and value', () => {

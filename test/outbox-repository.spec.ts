@@ -378,3 +378,38 @@ describe('OutboxRepository store failures', () => {
     }
   });
 });
+
+describe('OutboxRepository.replayDead', () => {
+  it('makes dead events due now, leaving live, delivered and leased (replaying) ones alone', async () => {
+    await sql.query('TRUNCATE outbox_event');
+    const ids = {
+      dead: '0190a000-0000-7000-8000-000000000001',
+      replaying: '0190a000-0000-7000-8000-000000000002',
+      live: '0190a000-0000-7000-8000-000000000003',
+      delivered: '0190a000-0000-7000-8000-000000000004',
+    };
+    await sql.query(
+      `INSERT INTO outbox_event
+         (id, type, aggregate_type, aggregate_id, payload, next_attempt_at, dead_at,
+          lease_expires_at, dispatched_at)
+       VALUES ($1, 't', 'a', '1', '{}', now() + interval '6 hours', now(), NULL, NULL),
+              ($2, 't', 'a', '2', '{}', now() + interval '1 minute', now(),
+               now() + interval '1 minute', NULL),
+              ($3, 't', 'a', '3', '{}', now() + interval '1 hour', NULL, NULL, NULL),
+              ($4, 't', 'a', '4', '{}', now() + interval '1 hour', NULL, NULL, now())`,
+      Object.values(ids),
+    );
+
+    const replayed = await repo.replayDead(Object.values(ids));
+    expect(replayed).toEqual({ ok: true, value: [ids.dead] });
+    const { rows } = await sql.query(
+      `SELECT id, next_attempt_at <= now() AS due FROM outbox_event ORDER BY id`,
+    );
+    expect(rows.map((r) => [r.id, r.due])).toEqual([
+      [ids.dead, true],
+      [ids.replaying, false],
+      [ids.live, false],
+      [ids.delivered, false],
+    ]);
+  });
+});

@@ -5,6 +5,7 @@ import {
   InvalidOutboxHandlerNameError,
   InvalidOutboxHandlerTimeoutError,
   InvalidOutboxHandlerTransactionError,
+  InvalidOutboxOptionsError,
   OutboxHandlerTimeoutError,
 } from './outbox.errors';
 import { HandlerTransactions } from './handler-transactions';
@@ -18,7 +19,11 @@ import {
   type OutboxHandlerFn,
   type OutboxIsolationLevel,
 } from './outbox-handler.types';
-import { LEASE_SETTLE_HEADROOM_MS, type ResolvedOutboxOptions } from './outbox.options';
+import {
+  LEASE_SETTLE_HEADROOM_MS,
+  type OutboxHandlerOverride,
+  type ResolvedOutboxOptions,
+} from './outbox.options';
 import { OUTBOX_OPTIONS } from './outbox.tokens';
 import { resolveHandlerPolicy, type HandlerPolicy } from './handler-policy';
 
@@ -93,15 +98,18 @@ export class EventDispatcher {
   private readonly leaseMs: number;
   /** The module's `retry` and `maxAttempts`, for handlers without their own. */
   readonly defaultPolicy: HandlerPolicy;
+  /** The module's `handlers` option: policy by handler name, over the decorators'. */
+  private readonly overrides: Readonly<Record<string, OutboxHandlerOverride>>;
 
   constructor(
     @Inject(OUTBOX_OPTIONS)
     options: Pick<ResolvedOutboxOptions, 'handlerTimeoutMs'> &
-      Partial<Pick<ResolvedOutboxOptions, 'leaseMs' | 'retry' | 'maxAttempts'>>,
+      Partial<Pick<ResolvedOutboxOptions, 'leaseMs' | 'retry' | 'maxAttempts' | 'handlers'>>,
     @Optional() private readonly transactions?: HandlerTransactions,
   ) {
     this.budgetMs = options.handlerTimeoutMs;
     this.leaseMs = options.leaseMs ?? Infinity;
+    this.overrides = options.handlers ?? {};
     this.defaultPolicy = {
       retry: options.retry ?? DEFAULT_RETRY,
       maxAttempts: options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
@@ -109,7 +117,8 @@ export class EventDispatcher {
   }
 
   /** Adds a handler; throws a typed error for a bad name, no events or a name clash. */
-  register(registration: OutboxHandlerRegistration): void {
+  register(declared: OutboxHandlerRegistration): void {
+    const registration = this.withOverride(declared);
     const { name, events, handle, location, timeoutMs } = registration;
     if (typeof name !== 'string' || !KEBAB_CASE.test(name)) {
       throw new InvalidOutboxHandlerNameError(name, location);
@@ -143,6 +152,41 @@ export class EventDispatcher {
       list.push({ name, handle, location, budgetMs, isolationLevel, policy });
       this.byType.set(type, list);
     }
+  }
+
+  /** The registration with the module's `handlers` option for its name applied. */
+  private withOverride(declared: OutboxHandlerRegistration): OutboxHandlerRegistration {
+    const override = Object.hasOwn(this.overrides, declared.name)
+      ? this.overrides[declared.name]
+      : undefined;
+    if (!override) return declared;
+    const replacesRetry = override.retry !== undefined;
+    return {
+      ...declared,
+      location: `${declared.location} (with handlers.${declared.name} of the module options)`,
+      timeoutMs: override.timeoutMs ?? declared.timeoutMs,
+      retry: replacesRetry ? override.retry : declared.retry,
+      maxAttempts: replacesRetry
+        ? override.maxAttempts
+        : (override.maxAttempts ?? declared.maxAttempts),
+    };
+  }
+
+  /**
+   * Fails when the module's `handlers` option names a handler nobody registered: a typo there
+   * would otherwise leave the handler on its declared policy without a word.
+   */
+  assertOverridesUsed(): void {
+    const registered = new Set([...this.byType.values()].flat().map((h) => h.name));
+    const unknown = Object.keys(this.overrides).filter((name) => !registered.has(name));
+    if (unknown.length === 0) return;
+    throw new InvalidOutboxOptionsError(
+      unknown.map((name) => ({
+        path: `handlers.${name}`,
+        value: this.overrides[name],
+        messages: [`no @OnOutboxEvent handler is named "${name}"`],
+      })),
+    );
   }
 
   private isolationLevelOf(

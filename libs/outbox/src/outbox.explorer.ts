@@ -35,6 +35,7 @@ export class OutboxExplorer implements OnModuleInit {
     // its handlers are registered once.
     const explored = new Set<unknown>();
     for (const wrapper of wrappers) this.explore(wrapper, explored);
+    this.dispatcher.assertOverridesUsed();
     const summary = this.dispatcher.describe();
     this.logger.log(
       summary.length === 0

@@ -6,6 +6,7 @@ import {
   IsBoolean,
   IsInt,
   IsNumber,
+  IsObject,
   IsOptional,
   IsString,
   Matches,
@@ -18,6 +19,7 @@ import {
 } from 'class-validator';
 import { DEFAULT_OUTBOX_CHANNEL } from './outbox.constants';
 import { InvalidOutboxOptionsError } from './outbox.errors';
+import type { HandlerRetry } from './handler-policy';
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
@@ -141,6 +143,20 @@ export class OutboxModuleOptions {
   types?: string[];
   /** Start the dispatcher at application bootstrap. Off for API-only pods and hand-drained tests. */
   @BooleanFromText() @IsBoolean() autoStart?: boolean = true;
+  /**
+   * Per-handler policy set from configuration, by handler name, over what `@OnOutboxEvent`
+   * declares: `{ 'webhook-sender': { retry: [5000, 300000], maxAttempts: 3, timeoutMs: 15000 } }`.
+   * Checked at boot like the decorator's values; a name no handler has fails the boot.
+   */
+  @IsOptional() @IsObject() handlers?: Record<string, OutboxHandlerOverride>;
+}
+
+/** What `handlers` may set for one handler; each field wins over the decorator's. */
+export interface OutboxHandlerOverride {
+  timeoutMs?: number;
+  /** A list replaces the decorator's retry and, unless `maxAttempts` is set here, its attempts. */
+  retry?: HandlerRetry;
+  maxAttempts?: number;
 }
 
 type Resolved<T> = {
@@ -150,8 +166,12 @@ type Resolved<T> = {
 };
 
 /** Options after defaults, as the module's parts read them. */
-export type ResolvedOutboxOptions = Omit<Resolved<OutboxModuleOptions>, 'types' | 'listen'> & {
+export type ResolvedOutboxOptions = Omit<
+  Resolved<OutboxModuleOptions>,
+  'types' | 'listen' | 'handlers'
+> & {
   readonly types: readonly string[] | undefined;
+  readonly handlers: Readonly<Record<string, OutboxHandlerOverride>> | undefined;
   readonly listen: Omit<Resolved<OutboxListenOptions>, 'connectionString'> & {
     readonly connectionString: string | undefined;
   };

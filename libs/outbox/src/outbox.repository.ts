@@ -247,6 +247,20 @@ export class OutboxRepository {
   }
 
   /**
+   * Makes the given dead events due now, so they are replayed at once rather than after
+   * `deadRetryMs`; returns the ids it changed (dead, not delivered, not being replayed already).
+   */
+  async replayDead(ids: readonly string[]): Promise<OutboxResult<string[]>> {
+    if (ids.length === 0) return ok([]);
+    return this.own(
+      'replayDead',
+      SQL.REPLAY_DEAD,
+      [[...ids], this.channel],
+      (rows: { id: string }[]) => rows.map((row) => row.id),
+    );
+  }
+
+  /**
    * Records one handler's delivery inside the handler's own transaction (`manager`), guarded by
    * the attempt its claim holds. False when the guard failed (the lease was lost and the event
    * claimed again, or it was settled): the caller must roll the transaction back.

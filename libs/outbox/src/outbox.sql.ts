@@ -289,6 +289,29 @@ export const MARK_FAILED = `
 `;
 
 /**
+ * Makes dead rows due now, so the next claim replays them (every handler not yet delivered gets
+ * one more try), and wakes listeners. A row under a lease (a replay already in flight) is left
+ * alone: its due time is its lease end, and moving it would let a second claim take it.
+ * $1 uuid[] of the ids, $2 channel.
+ */
+export const REPLAY_DEAD = `
+  WITH replayed AS (
+    UPDATE outbox_event
+    SET next_attempt_at = now()
+    WHERE id = ANY ($1::uuid[])
+      AND dispatched_at IS NULL
+      AND dead_at IS NOT NULL
+      AND lease_expires_at IS NULL
+    RETURNING id
+  ),
+  woken AS (
+    SELECT pg_notify($2, '') FROM (SELECT 1 FROM replayed LIMIT 1) AS any_replayed
+  )
+  SELECT id, (SELECT count(*) FROM woken) AS woken
+  FROM replayed
+`;
+
+/**
  * Records one handler's delivery from inside that handler's own transaction (a transactional
  * handler), only if the claim that ran it still holds the row: same attempt, not settled, not
  * given back. The row lock it takes is held to COMMIT, so a claim racing it skips the row, and
