@@ -19,6 +19,7 @@ import {
   stopPostgresIn,
 } from '../support/app-process';
 import { findFreePort } from '../support/free-port';
+import { webhookDeliveries } from '../support/webhook-deliveries';
 
 /**
  * `npm start` without DATABASE_URL, as users run it: the app on its embedded PostgreSQL, in a
@@ -108,7 +109,6 @@ function npmStart(env: Record<string, string>): NpmStart {
     EMBEDDED_PG_DATA_DIR: dataDir,
     EMBEDDED_PG_PORT: String(pgPort),
     OUTBOX_SHUTDOWN_GRACE_MS: String(GRACE_MS),
-    WEBHOOK_POLL_INTERVAL_MS: '50',
     WEBHOOK_TIMEOUT_MS: String(WEBHOOK_TIMEOUT_MS),
     ...env,
   });
@@ -199,16 +199,7 @@ describe('npm start on the embedded PostgreSQL', () => {
       expect(await gone(postmaster!)).toBe(true);
 
       const { app: restarted } = await startListening();
-      const rows = await embeddedSql(
-        async (sql) =>
-          (
-            await sql.query(
-              `SELECT id, delivered_at, attempts, lease_expires_at FROM webhook_delivery
-                WHERE event_id = $1`,
-              [invite.eventId],
-            )
-          ).rows,
-      );
+      const rows = await embeddedSql((sql) => webhookDeliveries(sql, { eventId: invite.eventId }));
       // Had the settle been lost, the row would still be leased, and sent again once the lease
       // ends: wait past that, and a few polls in any case.
       const leaseEnd: Date | null = rows[0]?.lease_expires_at ?? null;

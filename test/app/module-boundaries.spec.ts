@@ -74,7 +74,7 @@ describe('reference app module boundaries', () => {
       invoices: ['invoice'],
       notifications: ['mail_log', 'notification'],
       organizations: ['member', 'organization'],
-      webhooks: ['webhook_delivery', 'webhook_endpoint'],
+      webhooks: ['webhook_endpoint'],
     });
   });
 

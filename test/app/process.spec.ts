@@ -7,6 +7,7 @@ import { createTestDatabase, type TestDatabase } from '../support/test-database'
 import { findFreePort } from '../support/free-port';
 import { postCreated } from '../support/app-process';
 import { eventually } from '../support/outbox-app';
+import { webhookDeliveries } from '../support/webhook-deliveries';
 
 /**
  * The reference app as users run it: a real child process started by main.ts, stopped with
@@ -63,7 +64,6 @@ function startApp(port: number): ChildProcess {
         DATABASE_URL: db.url,
         PORT: String(port),
         OUTBOX_SHUTDOWN_GRACE_MS: String(GRACE_MS),
-        WEBHOOK_POLL_INTERVAL_MS: '50',
         WEBHOOK_TIMEOUT_MS: '30000',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -140,10 +140,7 @@ describe('reference app process', () => {
     // Nest re-raises the signal once its shutdown hooks are done.
     expect(exit.code === 0 || exit.signal === 'SIGTERM').toBe(true);
     expect(shutdownMs).toBeLessThan(GRACE_MS + 5000);
-    const { rows } = await sql.query(
-      `SELECT delivered_at, attempts FROM webhook_delivery WHERE event_id = $1`,
-      [invite.eventId],
-    );
+    const rows = await webhookDeliveries(sql, { eventId: invite.eventId });
     expect(rows).toHaveLength(1);
     expect(rows[0].delivered_at).toBeInstanceOf(Date);
     expect(rows[0].attempts).toBe(1);

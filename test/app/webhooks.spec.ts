@@ -8,15 +8,18 @@ import { createReferenceApp } from '../support/reference-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { WebhookReceiver } from '../support/webhook-receiver';
 import { capturedLineCount, leakedLines, plantSecret } from '../support/log-guard';
-import { WebhookDeliveryRepository } from '../../apps/reference/src/webhooks/webhook-delivery.repository';
+import { webhookDeliveries } from '../support/webhook-deliveries';
 
 /**
- * Webhooks end to end: domain actions over HTTP, the `webhook-fanout` outbox handler, the
- * sender, and a real HTTP receiver on 127.0.0.1 that verifies every signature.
+ * Webhooks end to end: domain actions over HTTP, the transactional `webhook-fanout` handler
+ * emitting one `webhook.delivery` outbox event per endpoint, the `webhook-sender` handler POSTing
+ * each, and a real HTTP receiver on 127.0.0.1 that verifies every signature.
  */
 
 const MAX_ATTEMPTS = 3;
 const TIMEOUT_MS = 1500;
+/** Two retries of 50 ms: three tries in all. */
+const SCHEDULE = '50,50';
 
 let db: TestDatabase;
 let app: INestApplication;
@@ -27,7 +30,7 @@ beforeAll(async () => {
   db = await createTestDatabase();
   receiver = await WebhookReceiver.start();
   app = await createReferenceApp(db.url, {
-    WEBHOOK_MAX_ATTEMPTS: String(MAX_ATTEMPTS),
+    WEBHOOK_RETRY_SCHEDULE_MS: SCHEDULE,
     WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
   });
   sql = await db.connect();
@@ -92,26 +95,20 @@ async function issueAndPay(
   };
 }
 
-async function pendingDeliveries(): Promise<number> {
-  const { rows } = await sql.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM webhook_delivery WHERE delivered_at IS NULL AND dead_at IS NULL`,
-  );
-  return rows[0].n;
-}
-
-/** Every outbox event handled (so fan-out rows exist), then every delivery settled for good. */
+/** Every outbox event settled for good: domain events, fan-outs, and every delivery's tries. */
 async function settle(): Promise<void> {
   await waitUntilDelivered(sql);
-  await eventually('no webhook delivery pending', async () => (await pendingDeliveries()) === 0);
 }
 
-async function deliveryRows(endpointId: string) {
-  const { rows } = await sql.query(
-    `SELECT id, event_id, event_type, attempts, delivered_at, dead_at, last_status, last_error
-     FROM webhook_delivery WHERE endpoint_id = $1 ORDER BY created_at, id`,
-    [endpointId],
-  );
-  return rows;
+function deliveryRows(endpointId: string) {
+  return webhookDeliveries(sql, { endpointId });
+}
+
+/** The delivery event id of (event, endpoint): the `webhook-id` the receiver sees. */
+async function deliveryId(eventId: string, endpointId: string): Promise<string> {
+  const rows = (await deliveryRows(endpointId)).filter((r) => r.event_id === eventId);
+  expect(rows).toHaveLength(1);
+  return rows[0].id;
 }
 
 async function occurredAt(eventId: string): Promise<string> {
@@ -228,7 +225,7 @@ describe('webhook endpoints', () => {
 });
 
 describe('webhook delivery', () => {
-  it('each endpoint receives exactly the types it subscribed to, signed, with webhook-id <eventId>:<endpointId>', async () => {
+  it('each endpoint receives exactly the types it subscribed to, signed, with webhook-id = the delivery event id', async () => {
     const organizationId = await createOrganization('Acme');
     const bystander = await createOrganization('Bystander');
     const main = await registerEndpoint(organizationId, '/hooks/acme', [
@@ -248,9 +245,11 @@ describe('webhook delivery', () => {
     const { invoiceId, issuedEventId, paidEventId } = await issueAndPay(organizationId, 'INV-1');
     await settle();
 
+    const invitedDelivery = await deliveryId(invitedEventId, main.id);
+    const paidDelivery = await deliveryId(paidEventId, main.id);
     const received = receiver.requestsTo('/hooks/acme');
     expect(received.map((r) => r.headers['webhook-id']).sort()).toEqual(
-      [`${invitedEventId}:${main.id}`, `${paidEventId}:${main.id}`].sort(),
+      [invitedDelivery, paidDelivery].sort(),
     );
     for (const r of received) {
       expect(r).toMatchObject({ method: 'POST', verified: true, response: 204 });
@@ -291,50 +290,44 @@ describe('webhook delivery', () => {
       },
     });
 
+    const issuedDelivery = await deliveryId(issuedEventId, issuedOnly.id);
     const issued = receiver.requestsTo('/hooks/acme-issued');
     expect(issued.map((r) => [r.headers['webhook-id'], r.verified])).toEqual([
-      [`${issuedEventId}:${issuedOnly.id}`, true],
+      [issuedDelivery, true],
     ]);
     expect(receiver.requestsTo('/hooks/bystander')).toEqual([]);
     expect(await deliveryRows(elsewhere.id)).toEqual([]);
 
-    expect(await deliveryRows(main.id)).toEqual(
-      expect.arrayContaining([
-        expect.objectContaining({
-          id: `${invitedEventId}:${main.id}`,
-          event_type: 'member.invited',
-          attempts: 1,
-          delivered_at: expect.any(Date),
-          dead_at: null,
-          last_status: 204,
-          last_error: null,
-        }),
-        expect.objectContaining({
-          id: `${paidEventId}:${main.id}`,
-          event_type: 'invoice.paid',
-          attempts: 1,
-          delivered_at: expect.any(Date),
-        }),
-      ]),
+    // Each delivery is an outbox event caused by the public event, in its chain.
+    const { rows: chain } = await sql.query(
+      `SELECT causation_id, correlation_id FROM outbox_event WHERE id = $1`,
+      [paidDelivery],
     );
-    expect(await deliveryRows(main.id)).toHaveLength(2);
+    expect(chain).toEqual([{ causation_id: paidEventId, correlation_id: paidEventId }]);
+    expect(await deliveryRows(main.id)).toEqual([
+      expect.objectContaining({
+        id: invitedDelivery,
+        event_type: 'member.invited',
+        attempts: 1,
+        delivered_at: expect.any(Date),
+        dead_at: null,
+        last_error: null,
+      }),
+      expect.objectContaining({
+        id: paidDelivery,
+        event_type: 'invoice.paid',
+        attempts: 1,
+        delivered_at: expect.any(Date),
+      }),
+    ]);
 
     const listing = await http().get('/webhooks/deliveries').query({ organizationId }).expect(200);
     expect(listing.body).toHaveLength(3);
     expect(listing.body.map((d: { id: string }) => d.id).sort()).toEqual(
-      [
-        `${invitedEventId}:${main.id}`,
-        `${paidEventId}:${main.id}`,
-        `${issuedEventId}:${issuedOnly.id}`,
-      ].sort(),
+      [invitedDelivery, paidDelivery, issuedDelivery].sort(),
     );
     for (const d of listing.body) {
-      expect(d).toMatchObject({
-        status: 'delivered',
-        attempts: 1,
-        lastStatus: 204,
-        organizationId,
-      });
+      expect(d).toMatchObject({ status: 'delivered', attempts: 1, organizationId });
     }
     expect(JSON.stringify(listing.body)).not.toContain('whsec_');
     expect(JSON.stringify(listing.body)).not.toContain(main.secret.slice(6));
@@ -343,11 +336,30 @@ describe('webhook delivery', () => {
   it('a disabled endpoint gets no delivery', async () => {
     const organizationId = await createOrganization('Quiet');
     const endpoint = await registerEndpoint(organizationId, '/hooks/quiet', ['invoice.paid']);
-    await sql.query('UPDATE webhook_endpoint SET enabled = false WHERE id = $1', [endpoint.id]);
+    await http()
+      .patch(`/organizations/${organizationId}/webhooks/${endpoint.id}`)
+      .send({ enabled: false })
+      .expect(200, { id: endpoint.id, enabled: false });
     await issueAndPay(organizationId, 'Q-1');
     await settle();
     expect(await deliveryRows(endpoint.id)).toEqual([]);
     expect(receiver.requestsTo('/hooks/quiet')).toEqual([]);
+  });
+
+  it('enabling takes { enabled: boolean } and a known endpoint of the organization', async () => {
+    const organizationId = await createOrganization('Toggle');
+    const endpoint = await registerEndpoint(organizationId, '/hooks/toggle', ['invoice.paid']);
+    const path = `/organizations/${organizationId}/webhooks/${endpoint.id}`;
+    const bad = await http().patch(path).send({ enabled: 'no' }).expect(400);
+    expect(JSON.stringify(bad.body.message)).toContain('enabled');
+    await http()
+      .patch(`/organizations/${organizationId}/webhooks/${randomUUID()}`)
+      .send({ enabled: true })
+      .expect(404);
+    await http()
+      .patch(path)
+      .send({ enabled: true })
+      .expect(200, { id: endpoint.id, enabled: true });
   });
 
   it('a receiver failing the first 2 requests makes the sender retry until it accepts, with one accepted POST', async () => {
@@ -357,28 +369,22 @@ describe('webhook delivery', () => {
     const { paidEventId } = await issueAndPay(organizationId, 'FL-1');
     await settle();
 
+    const id = await deliveryId(paidEventId, endpoint.id);
     const received = receiver.requestsTo('/hooks/flaky');
     expect(received.map((r) => [r.headers['webhook-id'], r.verified, r.response])).toEqual([
-      [`${paidEventId}:${endpoint.id}`, true, 500],
-      [`${paidEventId}:${endpoint.id}`, true, 500],
-      [`${paidEventId}:${endpoint.id}`, true, 204],
+      [id, true, 500],
+      [id, true, 500],
+      [id, true, 204],
     ]);
     expect(received.filter((r) => r.response === 204)).toHaveLength(1);
     // Every attempt carries the same body; only the timestamp and signature are new.
     expect(new Set(received.map((r) => r.rawBody)).size).toBe(1);
     expect(await deliveryRows(endpoint.id)).toEqual([
-      expect.objectContaining({
-        id: `${paidEventId}:${endpoint.id}`,
-        attempts: 3,
-        delivered_at: expect.any(Date),
-        dead_at: null,
-        last_status: 204,
-        last_error: null,
-      }),
+      expect.objectContaining({ id, attempts: 3, delivered_at: expect.any(Date), dead_at: null }),
     ]);
   });
 
-  it(`a delivery that fails ${MAX_ATTEMPTS} times is dead, with the last status and a scrubbed error`, async () => {
+  it(`a delivery that fails ${MAX_ATTEMPTS} times is dead, with a scrubbed error, and a replay through the API delivers it`, async () => {
     const organizationId = await createOrganization('Broken');
     const endpoint = await registerEndpoint(organizationId, '/hooks/broken', ['invoice.paid']);
     receiver.failNext(MAX_ATTEMPTS, 'cannot reach db at postgres://app:hunter2@db/app');
@@ -388,20 +394,36 @@ describe('webhook delivery', () => {
     expect(receiver.requestsTo('/hooks/broken').map((r) => r.response)).toEqual(
       Array(MAX_ATTEMPTS).fill(500),
     );
+    const id = await deliveryId(paidEventId, endpoint.id);
     const [row] = await deliveryRows(endpoint.id);
     expect(row).toMatchObject({
-      id: `${paidEventId}:${endpoint.id}`,
+      id,
       attempts: MAX_ATTEMPTS,
       delivered_at: null,
       dead_at: expect.any(Date),
-      last_status: 500,
     });
     expect(row.last_error).toContain('HTTP 500: cannot reach db at postgres://[redacted]@db/app');
     expect(row.last_error).not.toContain('hunter2');
     const listing = await http().get('/webhooks/deliveries').query({ organizationId }).expect(200);
     expect(listing.body).toEqual([
-      expect.objectContaining({ status: 'dead', attempts: MAX_ATTEMPTS, lastStatus: 500 }),
+      expect.objectContaining({ id, status: 'dead', attempts: MAX_ATTEMPTS }),
     ]);
+
+    // The receiver is fixed; an operator replays the dead delivery.
+    const replay = `/webhooks/deliveries/${id}/replay`;
+    await http().post(replay).query({ organizationId: randomUUID() }).expect(404);
+    const replayed = await http().post(replay).query({ organizationId }).expect(202);
+    expect(replayed.body).toMatchObject({ id, status: 'dead' });
+    await eventually('the replayed delivery is delivered', async () => {
+      const [again] = await deliveryRows(endpoint.id);
+      return again.delivered_at !== null;
+    });
+    expect(receiver.requestsTo('/hooks/broken').map((r) => r.response)).toEqual([
+      ...Array(MAX_ATTEMPTS).fill(500),
+      204,
+    ]);
+    // Delivered now: there is nothing left to replay.
+    await http().post(replay).query({ organizationId }).expect(409);
   });
 
   it('a POST without an answer in time is a failed attempt (timeout), retried like any other', async () => {
@@ -414,34 +436,30 @@ describe('webhook delivery', () => {
     expect(receiver.requestsTo('/hooks/slow').map((r) => r.response)).toEqual(
       Array(MAX_ATTEMPTS).fill('hung'),
     );
-    expect(await deliveryRows(endpoint.id)).toEqual([
-      expect.objectContaining({
-        id: `${eventId}:${endpoint.id}`,
-        attempts: MAX_ATTEMPTS,
-        dead_at: expect.any(Date),
-        last_status: null,
-        last_error: `TimeoutError: no complete response within ${TIMEOUT_MS} ms`,
-      }),
-    ]);
+    const [row] = await deliveryRows(endpoint.id);
+    expect(row).toMatchObject({
+      event_id: eventId,
+      attempts: MAX_ATTEMPTS,
+      dead_at: expect.any(Date),
+    });
+    expect(row.last_error).toContain(`TimeoutError: no complete response within ${TIMEOUT_MS} ms`);
   });
 
-  it('a forced redelivery of the outbox events runs the fan-out again but adds no delivery row and no POST', async () => {
+  it('a forced redelivery of the public events runs the fan-out again but adds no delivery and no POST', async () => {
     const organizationId = await createOrganization('Replay');
     const endpoint = await registerEndpoint(organizationId, '/hooks/replay', [
       'invoice.paid',
       'member.invited',
     ]);
-    await inviteMember(organizationId, 'rita@replay.test');
-    const { paidEventId } = await issueAndPay(organizationId, 'RE-1');
+    const invitedEventId = await inviteMember(organizationId, 'rita@replay.test');
+    const { issuedEventId, paidEventId } = await issueAndPay(organizationId, 'RE-1');
     await settle();
     expect(receiver.requestsTo('/hooks/replay')).toHaveLength(2);
-    const rowsBefore = await sql.query(
-      'SELECT id, attempts, delivered_at, dead_at FROM webhook_delivery ORDER BY id',
-    );
+    const before = await deliveryRows(endpoint.id);
     const requestsBefore = receiver.requests.length;
 
-    // Every event so far, this test's and the earlier ones' (dead deliveries included).
-    expect(await forceRedelivery(sql)).toBeGreaterThan(0);
+    const publicEvents = [invitedEventId, issuedEventId, paidEventId];
+    expect(await forceRedelivery(sql, publicEvents)).toBe(3);
     await settle();
 
     const { rows: redelivered } = await sql.query(
@@ -449,52 +467,9 @@ describe('webhook delivery', () => {
       [paidEventId],
     );
     expect(redelivered).toEqual([{ fanned_out: true }]);
-    const rowsAfter = await sql.query(
-      'SELECT id, attempts, delivered_at, dead_at FROM webhook_delivery ORDER BY id',
-    );
-    expect(rowsAfter.rows).toEqual(rowsBefore.rows);
+    // The fan-out emitted the same delivery ids again: duplicates, dropped by the outbox.
+    expect(await deliveryRows(endpoint.id)).toEqual(before);
     expect(receiver.requests).toHaveLength(requestsBefore);
-    expect(await deliveryRows(endpoint.id)).toHaveLength(2);
-  });
-
-  it('a settle carrying an older attempt count than the row (claimed again since) writes nothing', async () => {
-    const organizationId = await createOrganization('Stale');
-    const endpoint = await registerEndpoint(organizationId, '/hooks/stale', ['invoice.paid']);
-    const id = `${randomUUID()}:${endpoint.id}`;
-    // Claimed twice already (attempts 2) and leased for an hour, so the running sender leaves it.
-    await sql.query(
-      `INSERT INTO webhook_delivery
-         (id, endpoint_id, event_id, event_type, organization_id, body, attempts,
-          lease_expires_at, next_attempt_at)
-       VALUES ($1, $2, $3, 'invoice.paid', $4, '{}', 2, now() + interval '1 hour',
-               now() + interval '1 hour')`,
-      [id, endpoint.id, id.split(':')[0], organizationId],
-    );
-    const repository = app.get(WebhookDeliveryRepository);
-    const snapshot = async () =>
-      (await sql.query('SELECT * FROM webhook_delivery WHERE id = $1', [id])).rows[0];
-    const before = await snapshot();
-
-    expect(await repository.markDelivered(id, 1, 200)).toBe(false);
-    expect(
-      await repository.markFailed({
-        id,
-        attempts: 1,
-        status: 500,
-        error: 'late',
-        retryMs: 0,
-        dead: true,
-      }),
-    ).toEqual({ settled: false, dead: false });
-    expect(await snapshot()).toEqual(before);
-
-    expect(await repository.markDelivered(id, 2, 200)).toBe(true);
-    expect(await snapshot()).toMatchObject({
-      delivered_at: expect.any(Date),
-      lease_expires_at: null,
-      last_status: 200,
-    });
-    expect(await repository.markDelivered(id, 2, 200)).toBe(false);
   });
 
   it('listing deliveries needs an organization id', async () => {

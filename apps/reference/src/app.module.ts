@@ -11,7 +11,7 @@ import { OutboxModule } from '@app/outbox';
 import { OUTBOX_MIGRATIONS, REFERENCE_APP_MIGRATIONS } from '../../../migrations';
 import { AuditModule } from './audit/audit.module';
 import { requestIdMiddleware } from './common/request-id';
-import { validateAppConfig, type AppConfig } from './config/app.config';
+import { parseRetrySchedule, validateAppConfig, type AppConfig } from './config/app.config';
 import { APP_ENTITIES } from './database/entities';
 import { EventsModule } from './events/events.module';
 import { HealthModule } from './health/health.module';
@@ -19,6 +19,7 @@ import { InvoicesModule } from './invoices/invoices.module';
 import { NotificationsModule } from './notifications/notifications.module';
 import { OrganizationsModule } from './organizations/organizations.module';
 import { OutboxAdminModule } from './outbox-admin/outbox-admin.module';
+import { WEBHOOK_SENDER } from './webhooks/webhook-delivery';
 import { WebhooksModule } from './webhooks/webhooks.module';
 
 const HOUR = 3_600_000;
@@ -81,6 +82,13 @@ export class AppModule implements NestModule {
               retentionMs: Math.round(
                 config.get('OUTBOX_RETENTION_DAYS', { infer: true }) * 24 * HOUR,
               ),
+            },
+            handlers: {
+              [WEBHOOK_SENDER]: {
+                // The POST's own timeout, and a second more for the handler to report it.
+                timeoutMs: config.get('WEBHOOK_TIMEOUT_MS', { infer: true }) + 1000,
+                retry: parseRetrySchedule(config.get('WEBHOOK_RETRY_SCHEDULE_MS', { infer: true })),
+              },
             },
           }),
         }),

@@ -28,6 +28,8 @@ See the effects:
   curl -s ${baseUrl}/audit                                  # one hash-chained entry per event
   curl -s ${baseUrl}/audit/verify                           # recomputes the chain
   curl -s "${baseUrl}/webhooks/deliveries?organizationId=$ORG"  # signed deliveries and their status
+  # a dead delivery (the receiver was down through its schedule) is sent again with:
+  #   curl -s -X POST "${baseUrl}/webhooks/deliveries/<id>/replay?organizationId=$ORG"
   curl -s "${baseUrl}/notifications?organizationId=$ORG"     # in-app notifications
   curl -s ${baseUrl}/mails                                  # mail sent (SMTP_URL) or recorded
   curl -s ${baseUrl}/outbox                                 # pending, dead, lag

@@ -21,9 +21,16 @@ export class AppConfig {
   @IsOptional() @Matches(/^smtps?:\/\//) SMTP_URL?: string;
   @IsString() MAIL_FROM = 'Outbox Demo <noreply@example.test>';
   @Type(() => Number) @IsInt() @Min(100) WEBHOOK_TIMEOUT_MS = 5000;
-  @Type(() => Number) @IsInt() @Min(1) WEBHOOK_MAX_ATTEMPTS = 8;
-  @Type(() => Number) @IsInt() @Min(10) WEBHOOK_POLL_INTERVAL_MS = 1000;
-  @Type(() => Number) @IsInt() @Min(1) WEBHOOK_RETRY_BASE_MS = 1000;
+  /**
+   * Delays between the tries of one webhook delivery, in ms, comma-separated; one more try than
+   * delays. Unset: the Standard Webhooks schedule (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h).
+   */
+  @IsOptional() @Matches(/^\d+(,\d+)*$/) WEBHOOK_RETRY_SCHEDULE_MS?: string;
+}
+
+/** `WEBHOOK_RETRY_SCHEDULE_MS` as a list, or undefined for the sender's own schedule. */
+export function parseRetrySchedule(text: string | undefined): number[] | undefined {
+  return text?.split(',').map(Number);
 }
 
 /** `validate` of ConfigModule: typed values, or one error naming every bad variable. */

@@ -5,7 +5,6 @@ import { MailLog } from '../notifications/mail-log.entity';
 import { Notification } from '../notifications/notification.entity';
 import { Member } from '../organizations/member.entity';
 import { Organization } from '../organizations/organization.entity';
-import { WebhookDelivery } from '../webhooks/webhook-delivery.entity';
 import { WebhookEndpoint } from '../webhooks/webhook-endpoint.entity';
 
 export const APP_ENTITIES = [
@@ -15,7 +14,6 @@ export const APP_ENTITIES = [
   Invoice,
   AuditEntry,
   WebhookEndpoint,
-  WebhookDelivery,
   Notification,
   MailLog,
 ];

@@ -1,40 +1,37 @@
 import { Injectable } from '@nestjs/common';
 import { isUUID } from 'class-validator';
-import { OnOutboxEvent, type OutboxEvent } from '@app/outbox';
+import { OnOutboxEvent, type OutboxEvent, type TransactionalHandlerContext } from '@app/outbox';
 import { PUBLIC_EVENT_TYPES } from '../events/event-catalog';
-import { WebhookDeliveryRepository } from './webhook-delivery.repository';
-import { WebhookWake } from './webhook-wake';
-
-/** The JSON every endpoint receives, in the Standard Webhooks payload shape. */
-export interface WebhookBody {
-  type: string;
-  /** When the event occurred (ISO 8601), not when it was sent. */
-  timestamp: string;
-  data: Record<string, unknown> & {
-    eventId: string;
-    organizationId: string;
-    aggregateType: string;
-    aggregateId: string;
-  };
-}
+import {
+  deliveryEventId,
+  WEBHOOK_DELIVERY_EVENT,
+  WEBHOOK_FANOUT,
+  type WebhookBody,
+  type WebhookDeliveryPayload,
+} from './webhook-delivery';
+import { WebhookEndpoints } from './webhook-endpoints';
 
 /**
- * Turns each public event into one delivery row per subscribed endpoint of its organization.
- * It only writes rows (one short statement, its own transaction); the POSTs are the
- * `WebhookSender`'s, so a slow endpoint never holds an outbox event or another endpoint.
+ * Turns each public event into one `webhook.delivery` outbox event per enabled, subscribed
+ * endpoint of its organization, emitted in the handler's transaction (`ctx.emit`): the
+ * deliveries exist exactly when the fan-out counts as done. The POSTs are `webhook-sender`'s,
+ * one outbox event each, so a slow or failing endpoint holds neither this event nor another
+ * endpoint, and each delivery has its own retries and dead state.
  */
 @Injectable()
 export class WebhookFanout {
-  constructor(
-    private readonly deliveries: WebhookDeliveryRepository,
-    private readonly wake: WebhookWake,
-  ) {}
+  constructor(private readonly endpoints: WebhookEndpoints) {}
 
-  @OnOutboxEvent('webhook-fanout', { events: PUBLIC_EVENT_TYPES })
-  async handle(event: OutboxEvent<Record<string, unknown>>): Promise<void> {
+  @OnOutboxEvent(WEBHOOK_FANOUT, { events: PUBLIC_EVENT_TYPES, transaction: true })
+  async handle(
+    event: OutboxEvent<Record<string, unknown>>,
+    ctx: TransactionalHandlerContext,
+  ): Promise<void> {
     const organizationId = event.organizationId;
     // Endpoints belong to organizations (uuid); an event without one has nobody to tell.
     if (!organizationId || !isUUID(organizationId)) return;
+    const endpoints = await this.endpoints.subscribed(ctx.manager, organizationId, event.type);
+    if (endpoints.length === 0) return;
     const body: WebhookBody = {
       type: event.type,
       timestamp: event.occurredAt.toISOString(),
@@ -46,12 +43,19 @@ export class WebhookFanout {
         aggregateId: event.aggregateId,
       },
     };
-    const inserted = await this.deliveries.fanOut({
-      eventId: event.id,
-      organizationId,
-      eventType: event.type,
-      body,
-    });
-    if (inserted.length > 0) this.wake.wake();
+    await ctx.emit(
+      endpoints.map((endpoint) => ({
+        id: deliveryEventId(event.id, endpoint.id),
+        type: WEBHOOK_DELIVERY_EVENT,
+        aggregateType: 'webhook_endpoint',
+        aggregateId: endpoint.id,
+        payload: {
+          endpointId: endpoint.id,
+          eventId: event.id,
+          eventType: event.type,
+          body,
+        } satisfies WebhookDeliveryPayload,
+      })),
+    );
   }
 }

@@ -3,6 +3,7 @@ import {
   ArrayNotEmpty,
   ArrayUnique,
   IsArray,
+  IsBoolean,
   IsIn,
   IsInt,
   IsOptional,
@@ -36,8 +37,14 @@ export class CreateWebhookEndpointDto {
   events!: string[];
 }
 
-export class ListDeliveriesQuery {
-  @IsUUID() organizationId!: string;
+export class UpdateWebhookEndpointDto {
+  @IsBoolean() enabled!: boolean;
+}
 
+export class DeliveryOfOrganizationQuery {
+  @IsUUID() organizationId!: string;
+}
+
+export class ListDeliveriesQuery extends DeliveryOfOrganizationQuery {
   @IsOptional() @Type(() => Number) @IsInt() @Min(1) @Max(500) limit?: number;
 }

@@ -1,8 +1,9 @@
-import { Injectable, NotFoundException } from '@nestjs/common';
+import { ConflictException, Injectable, NotFoundException } from '@nestjs/common';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
+import { OutboxRepository } from '@app/outbox';
 import { OrganizationsQuery } from '../organizations/organizations.query';
-import { WebhookDeliveryRepository, type DeliveryView } from './webhook-delivery.repository';
+import { WebhookDeliveriesQuery, type DeliveryView } from './webhook-deliveries.query';
 import { WebhookEndpoint } from './webhook-endpoint.entity';
 import type { CreateWebhookEndpointDto } from './webhooks.dto';
 
@@ -21,13 +22,14 @@ export function generateWebhookSecret(): string {
   return `whsec_${randomBytes(24).toString('base64')}`;
 }
 
-/** Endpoint registration and the delivery log. */
+/** Endpoint registration, the delivery log and the replay of dead deliveries. */
 @Injectable()
 export class WebhooksService {
   constructor(
     private readonly dataSource: DataSource,
-    private readonly deliveries: WebhookDeliveryRepository,
+    private readonly deliveries: WebhookDeliveriesQuery,
     private readonly organizations: OrganizationsQuery,
+    private readonly outbox: OutboxRepository,
   ) {}
 
   async createEndpoint(
@@ -56,7 +58,40 @@ export class WebhooksService {
     });
   }
 
+  /**
+   * Enables or disables an endpoint. A disabled endpoint gets no new delivery; one already on
+   * its way fails its tries until the endpoint is enabled again or its schedule runs out.
+   */
+  async setEnabled(
+    organizationId: string,
+    endpointId: string,
+    enabled: boolean,
+  ): Promise<{ id: string; enabled: boolean }> {
+    const result = await this.dataSource
+      .getRepository(WebhookEndpoint)
+      .update({ id: endpointId, organizationId }, { enabled });
+    if (!result.affected) {
+      throw new NotFoundException(`webhook endpoint ${endpointId} does not exist`);
+    }
+    return { id: endpointId, enabled };
+  }
+
   listDeliveries(organizationId: string, limit = DEFAULT_LIST_LIMIT): Promise<DeliveryView[]> {
     return this.deliveries.list(organizationId, limit);
+  }
+
+  /** Makes a dead delivery due now: the sender tries it once more, at once. */
+  async replay(organizationId: string, deliveryId: string): Promise<DeliveryView> {
+    const delivery = await this.deliveries.find(organizationId, deliveryId);
+    if (!delivery) throw new NotFoundException(`webhook delivery ${deliveryId} does not exist`);
+    if (delivery.status !== 'dead') {
+      throw new ConflictException(`webhook delivery ${deliveryId} is ${delivery.status}, not dead`);
+    }
+    const replayed = await this.outbox.replayDead([deliveryId]);
+    if (!replayed.ok) throw replayed.error;
+    if (replayed.value.length === 0) {
+      throw new ConflictException(`webhook delivery ${deliveryId} is being replayed already`);
+    }
+    return (await this.deliveries.find(organizationId, deliveryId)) ?? delivery;
   }
 }
