@@ -10,6 +10,7 @@ import {
   type OutboxEventDeadPayload,
 } from '@app/outbox';
 import {
+  MAILED_EVENT_TYPES,
   NOTIFIED_EVENT_TYPES,
   notificationDedupKey,
 } from '../../apps/reference/src/notifications/notification-rules';
@@ -21,9 +22,9 @@ import { startSmtpServer, type TestSmtpServer } from '../support/smtp-server';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 /**
- * The notification-fanout handler: in-app notifications per the catalog's audience, mails
- * through the mailer port (a real SMTP server, or the mail_log record), each once however often
- * an event is delivered.
+ * The notification handlers: `notification-fanout` (transactional) writes in-app notifications
+ * per the catalog's audience, `notification-mail` mails through the mailer port (a real SMTP
+ * server, or the mail_log record), each once however often an event is delivered.
  */
 
 async function post(app: INestApplication, path: string, body: object = {}): Promise<any> {
@@ -81,21 +82,26 @@ async function inbox(app: INestApplication, organizationId: string, userId: stri
   return (res.body as { title: string }[]).map((n) => n.title).sort();
 }
 
-/** Every handler ran again: each of these events has notification-fanout in its deliveries. */
-async function fanoutDelivered(sql: Client, eventIds: string[]): Promise<number> {
+/** Every handler ran again: each of these events has `handler` in its deliveries. */
+async function fanoutDelivered(
+  sql: Client,
+  eventIds: string[],
+  handler = 'notification-fanout',
+): Promise<number> {
   const { rows } = await sql.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM outbox_event
-     WHERE id = ANY ($1::uuid[]) AND dispatched_at IS NOT NULL AND deliveries ? 'notification-fanout'`,
-    [eventIds],
+     WHERE id = ANY ($1::uuid[]) AND dispatched_at IS NOT NULL AND deliveries ? $2`,
+    [eventIds, handler],
   );
   return rows[0].n;
 }
 
 describe('notification rules', () => {
-  it('the fanout subscribes to every catalog type that notifies or mails someone, dead events included', () => {
+  it('the fanout subscribes to every catalog type that notifies someone in-app, dead events included, and the mail handler to those that mail', () => {
     expect([...NOTIFIED_EVENT_TYPES].sort()).toEqual(
       ['invoice.issued', 'invoice.paid', 'member.invited', OUTBOX_EVENT_DEAD].sort(),
     );
+    expect([...MAILED_EVENT_TYPES].sort()).toEqual(['invoice.paid', 'member.invited']);
   });
 
   it('the dedup key is the event id without a window, else type, aggregate and window number', () => {
@@ -170,8 +176,8 @@ describe('notifications with a real SMTP server', () => {
     for (const n of notifications) expect(n.dedup_key).toBe(`event:${n.event_id}`);
 
     // Mail: the invitee for member.invited, the admins for invoice.paid; nothing else.
-    const inviteKey = `notification-fanout:${bob.eventId}:bob@acme.test`;
-    const paidKey = `notification-fanout:${paidEventId}:ada@acme.test`;
+    const inviteKey = `notification-mail:${bob.eventId}:bob@acme.test`;
+    const paidKey = `notification-mail:${paidEventId}:ada@acme.test`;
     const received = [...smtp.messages].sort((a, b) => a.to[0].localeCompare(b.to[0]));
     expect(
       received.map((m) => ({
@@ -221,6 +227,7 @@ describe('notifications with a real SMTP server', () => {
     expect(await forceRedelivery(sql)).toBeGreaterThanOrEqual(4);
     await waitUntilDelivered(sql);
     expect(await fanoutDelivered(sql, [bob.eventId, issuedEventId, paidEventId])).toBe(3);
+    expect(await fanoutDelivered(sql, [bob.eventId, paidEventId], 'notification-mail')).toBe(2);
     expect(await notificationRows(sql, org.id)).toEqual(notifications);
     expect(smtp.messages).toHaveLength(2);
     expect(await mailLogRows(sql)).toEqual(mailLogBefore);
@@ -296,28 +303,28 @@ describe('notifications without SMTP', () => {
     ).toEqual(
       [
         {
-          idempotencyKey: `notification-fanout:${cy.eventId}:cy@initech.test`,
+          idempotencyKey: `notification-mail:${cy.eventId}:cy@initech.test`,
           recipient: 'cy@initech.test',
           subject: 'cy@initech.test was invited as admin',
           transport: 'recorded',
           sent: true,
         },
         {
-          idempotencyKey: `notification-fanout:${bob.eventId}:bob@initech.test`,
+          idempotencyKey: `notification-mail:${bob.eventId}:bob@initech.test`,
           recipient: 'bob@initech.test',
           subject: 'bob@initech.test was invited as member',
           transport: 'recorded',
           sent: true,
         },
         {
-          idempotencyKey: `notification-fanout:${paidEventId}:ada@initech.test`,
+          idempotencyKey: `notification-mail:${paidEventId}:ada@initech.test`,
           recipient: 'ada@initech.test',
           subject: 'Invoice INV-7 was paid',
           transport: 'recorded',
           sent: true,
         },
         {
-          idempotencyKey: `notification-fanout:${paidEventId}:cy@initech.test`,
+          idempotencyKey: `notification-mail:${paidEventId}:cy@initech.test`,
           recipient: 'cy@initech.test',
           subject: 'Invoice INV-7 was paid',
           transport: 'recorded',
@@ -420,5 +427,7 @@ describe('notifications without SMTP', () => {
     expect(dispatcher.handlerNames('invoice.paid')).toContain('notification-fanout');
     expect(dispatcher.handlerNames(OUTBOX_EVENT_DEAD)).toContain('notification-fanout');
     expect(dispatcher.handlerNames('organization.created')).not.toContain('notification-fanout');
+    expect(dispatcher.handlerNames('invoice.paid')).toContain('notification-mail');
+    expect(dispatcher.handlerNames('invoice.issued')).not.toContain('notification-mail');
   });
 });

@@ -7,14 +7,19 @@ import {
 } from '../events/event-catalog';
 import type { MemberView } from '../organizations/organizations.query';
 
-/** The persisted handler name; renaming it makes a new handler (see the outbox README). */
+/** Persisted handler names; renaming one makes a new handler (see the outbox README). */
 export const NOTIFICATION_FANOUT = 'notification-fanout';
+export const NOTIFICATION_MAIL = 'notification-mail';
 
-/** Catalog types that notify someone in-app or by mail (`outbox.event.dead` included). */
-export const NOTIFIED_EVENT_TYPES: readonly string[] = EVENT_TYPES.filter((type) => {
-  const rule = catalogEntry(type)?.notification;
-  return rule !== undefined && (rule.audience !== 'none' || rule.mail !== 'none');
-});
+/** Catalog types that notify someone in-app (`outbox.event.dead` included). */
+export const NOTIFIED_EVENT_TYPES: readonly string[] = EVENT_TYPES.filter(
+  (type) => (catalogEntry(type)?.notification.audience ?? 'none') !== 'none',
+);
+
+/** Catalog types that mail someone. */
+export const MAILED_EVENT_TYPES: readonly string[] = EVENT_TYPES.filter(
+  (type) => (catalogEntry(type)?.notification.mail ?? 'none') !== 'none',
+);
 
 export type Recipient = MemberView;
 

@@ -4,6 +4,7 @@ import { DataSource } from 'typeorm';
 import type { AppConfig } from '../config/app.config';
 import { MailerPort } from './mailer.port';
 import { NotificationFanout } from './notification-fanout.handler';
+import { NotificationMail } from './notification-mail.handler';
 import { NotificationsController } from './notifications.controller';
 import { RecordingMailer } from './recording.mailer';
 import { SmtpMailer } from './smtp.mailer';
@@ -20,14 +21,16 @@ function createMailer(config: ConfigService<AppConfig, true>, dataSource: DataSo
 }
 
 /**
- * The `notification-fanout` outbox handler (in-app notifications and mails per the catalog's
- * notification rules), its mailer, and `GET /notifications` and `GET /mails`.
+ * The catalog's notification rules as two outbox handlers, `notification-fanout` (in-app,
+ * transactional) and `notification-mail` (mail, keyed for idempotency), the mailer, and
+ * `GET /notifications` and `GET /mails`.
  */
 @Module({
   imports: [OrganizationsModule],
   controllers: [NotificationsController],
   providers: [
     NotificationFanout,
+    NotificationMail,
     { provide: MailerPort, inject: [ConfigService, DataSource], useFactory: createMailer },
   ],
   exports: [MailerPort],
