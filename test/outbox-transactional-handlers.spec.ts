@@ -208,6 +208,53 @@ describe('transactional handlers', () => {
     never.resolve();
   });
 
+  it('roll back a handler abandoned at shutdown, releasing its locks; the event keeps its lease and runs again', async () => {
+    const stuck = deferred();
+    const never = deferred();
+    behaviour.ledger = async (_event, ctx) => {
+      await ctx.manager.query(`UPDATE counter SET n = n + 1 WHERE id = 1`);
+      stuck.resolve();
+      await never.promise; // ignores its signal
+    };
+    const id = await emit(paid());
+    const worker = await createOutboxApp({
+      url: db.url,
+      outbox: {
+        handlerTimeoutMs: 10_000,
+        leaseMs: 30_000,
+        shutdownGraceMs: 100,
+        retention: { enabled: false },
+      },
+      providers: [Ledger, EffectService, ThroughServices],
+      imports: [clsTransactionsModule()],
+    });
+    await stuck.promise;
+    // The dispatcher's stop, as the first shutdown step: the DataSource is still open, so what
+    // frees the lock is the rollback, not the pool closing its connections.
+    await worker.get(OutboxDispatcher).stop();
+
+    // The row lock is free: this would wait (and fail at lock_timeout) if the transaction lived.
+    await sql.query(`SET lock_timeout = '2s'`);
+    await sql.query(`UPDATE counter SET n = n WHERE id = 1`);
+    await sql.query(`RESET lock_timeout`);
+    await worker.close();
+    expect((await sql.query(`SELECT n FROM counter WHERE id = 1`)).rows[0].n).toBe(0);
+    expect(await effects(id)).toBe(0);
+    const row = await outboxRow(id);
+    expect(row).toMatchObject({ attempts: 1, deliveries: {}, last_error: null });
+    expect(row.lease_expires_at).not.toBeNull();
+
+    // Once the lease is over, it runs again and commits.
+    never.resolve();
+    delete behaviour.ledger;
+    await sql.query(
+      `UPDATE outbox_event SET lease_expires_at = now(), next_attempt_at = now() WHERE id = $1`,
+      [id],
+    );
+    expect(await dispatcher.drainOnce()).toMatchObject({ claimed: 1, delivered: 1 });
+    expect(await effects(id)).toBe(1);
+  });
+
   it("cancel the handler's running statement at its budget", async () => {
     const outcome = deferred<unknown>();
     behaviour.ledger = async (_event, ctx) => {
