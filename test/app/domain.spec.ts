@@ -124,4 +124,20 @@ describe('reference app domain', () => {
     );
     expect(rows[0].n).toBe(1);
   });
+
+  it('GET /outbox reports the dispatcher and the outbox by state, from the bounded probe', async () => {
+    const res = await request(app.getHttpServer()).get('/outbox').expect(200);
+    expect(res.body).toEqual({
+      dispatcher: 'running',
+      listener: expect.any(String),
+      lagMs: expect.any(Number),
+      due: expect.any(Number),
+      retrying: expect.any(Number),
+      inFlight: expect.any(Number),
+      expiredLeases: expect.any(Number),
+      dead: expect.any(Number),
+      countLimit: 1000,
+      nextDueInMs: res.body.nextDueInMs === null ? null : expect.any(Number),
+    });
+  });
 });

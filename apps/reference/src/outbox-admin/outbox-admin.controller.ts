@@ -1,23 +1,21 @@
-import { Controller, Get, Inject, ServiceUnavailableException } from '@nestjs/common';
-import {
-  OUTBOX_OPTIONS,
-  OutboxDispatcher,
-  OutboxRepository,
-  type ResolvedOutboxOptions,
-} from '@app/outbox';
+import { Controller, Get, ServiceUnavailableException } from '@nestjs/common';
+import { OutboxDispatcher, OutboxRepository } from '@app/outbox';
 
-/** What the outbox holds right now: events by state, the lag, the dispatcher. */
+/**
+ * What the outbox holds right now: events by state, the lag, the dispatcher. Counts come from
+ * the bounded probe (`countLimit` each, a count equal to it meaning "at least"), so the page costs
+ * the same at any backlog.
+ */
 @Controller('outbox')
 export class OutboxAdminController {
   constructor(
     private readonly repository: OutboxRepository,
     private readonly dispatcher: OutboxDispatcher,
-    @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
   ) {}
 
   @Get()
   async state() {
-    const pending = await this.repository.pendingState({ deadRetryMs: this.options.deadRetryMs });
+    const pending = await this.repository.pendingState();
     if (!pending.ok) throw new ServiceUnavailableException(pending.error.message);
     return {
       dispatcher: this.dispatcher.state,
@@ -26,8 +24,9 @@ export class OutboxAdminController {
       due: pending.value.due,
       retrying: pending.value.retrying,
       inFlight: pending.value.inFlight,
-      overdue: pending.value.expiredLeases,
+      expiredLeases: pending.value.expiredLeases,
       dead: pending.value.dead,
+      countLimit: pending.value.countLimit,
       nextDueInMs: pending.value.nextDueInMs,
     };
   }
