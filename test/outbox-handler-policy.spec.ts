@@ -6,6 +6,7 @@ import {
   OUTBOX_EVENT_DEAD,
   OutboxDispatcher,
   OutboxPublisher,
+  OutboxRepository,
   type HandlerContext,
   type OutboxEvent,
   type OutboxEventDeadPayload,
@@ -236,5 +237,38 @@ describe('per-handler retry policies', () => {
     await dispatcher.drainOnce();
     expect(calls).toEqual([{ handler: 'search-index', attempt: 4, handlerAttempt: 4 }]);
     expect((await row(id)).delivered).toBe(true);
+  });
+
+  it('never counts a failure, nor a death, for a handler the row already records as delivered', async () => {
+    // A transactional handler whose commit landed as its budget ran out: its delivery is in the
+    // row, and a settle that still calls it failed must not undo that.
+    const id = await emit();
+    await sql.query(
+      `UPDATE outbox_event
+       SET attempts = 2, lease_expires_at = now() + interval '1 minute',
+           deliveries = '{"crm-sync": "2026-12-01T00:00:00Z"}'
+       WHERE id = $1`,
+      [id],
+    );
+    const result = await app.get(OutboxRepository).markFailed(
+      [
+        {
+          id,
+          attempts: 2,
+          handlers: [],
+          failedHandlers: ['crm-sync'],
+          error: 'crm-sync: timed out',
+          retryDelayMs: 0,
+          failures: [{ handler: 'crm-sync', count: 2, delayMs: null }],
+          pending: [],
+          dead: true,
+        },
+      ],
+      { maxAttempts: 3, deadRetryMs: 3_600_000 },
+    );
+    expect(result).toEqual({ ok: true, value: { settled: [id], stale: [], newlyDead: [] } });
+    const r = await row(id);
+    expect(r.dead).toBe(false);
+    expect(r.failures).toEqual({});
   });
 });

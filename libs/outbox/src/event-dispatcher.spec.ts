@@ -135,4 +135,31 @@ describe('EventDispatcher: a handler with its own timeoutMs', () => {
       }),
     ).toThrow(/no DataSource to open its transactions on/);
   });
+
+  it('counts a transactional handler whose transaction committed as its budget ran out as delivered', async () => {
+    let aborted = false;
+    // The runner's contract: the transaction settles soon after the abort, here by committing.
+    const transactions = {
+      run: (request: { signal: AbortSignal }) => {
+        const committed = new Promise<void>((resolve) =>
+          request.signal.addEventListener('abort', () => {
+            aborted = true;
+            setTimeout(resolve, 5);
+          }),
+        );
+        return { committed, ended: committed };
+      },
+    } as unknown as HandlerTransactions;
+    const dispatcher = new EventDispatcher({ handlerTimeoutMs: 10 }, transactions);
+    dispatcher.register({
+      name: 'late-commit',
+      events: '*',
+      transaction: true,
+      handle: () => undefined,
+      location: 'T.late',
+    });
+    const outcomes = await dispatcher.deliver(event, {}, { attempt: 1 });
+    expect(aborted).toBe(true);
+    expect(outcomes).toEqual([{ handlerName: 'late-commit', ok: true }]);
+  });
 });

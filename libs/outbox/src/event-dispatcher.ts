@@ -321,10 +321,20 @@ export class EventDispatcher {
         () => undefined,
       );
     }
-    return {
-      outcome: this.race(handler.name, handler.budgetMs, running, controller, options.signal),
-      ended,
-    };
+    const raced = this.race(handler.name, handler.budgetMs, running, controller, options.signal);
+    if (!handler.isolationLevel) return { outcome: raced, ended };
+    // A transaction that committed as its budget ran out did deliver: its outcome is the
+    // transaction's, which the abort settles at once (rolled back, or committed just before).
+    const settled = running;
+    const outcome = raced.then((result) =>
+      result.ok
+        ? result
+        : settled.then(
+            () => ({ handlerName: handler.name, ok: true as const }),
+            () => result,
+          ),
+    );
+    return { outcome, ended };
   }
 
   private async race(

@@ -11,7 +11,8 @@ import type {
   TransactionalHandlerContext,
 } from './outbox-handler.types';
 import { OutboxPublisher } from './outbox.publisher';
-import { OutboxRepository } from './outbox.repository';
+import { OutboxRepository, type BackendTransaction } from './outbox.repository';
+import { TransactionSlots } from './transaction-slots';
 import { OUTBOX_DATA_SOURCE } from './outbox.tokens';
 
 /** One run of a transactional handler, as the dispatcher sees it. */
@@ -52,6 +53,7 @@ class ForeignAmbientTransaction extends Error {}
 export class HandlerTransactions implements OnModuleInit {
   private readonly logger = new Logger('Outbox');
   private ambient: AmbientTransactions | undefined;
+  private slots = new TransactionSlots(1);
 
   constructor(
     @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
@@ -62,36 +64,21 @@ export class HandlerTransactions implements OnModuleInit {
 
   onModuleInit(): void {
     this.ambient = findAmbientTransactions(this.moduleRef);
+    const poolSize = poolSizeOf(this.dataSource);
+    this.slots = new TransactionSlots(Math.max(1, poolSize - RESERVED_CONNECTIONS));
   }
 
   run(request: HandlerTransactionRequest): HandlerTransactionRun {
     let handlerEnded: Promise<unknown> = Promise.resolve();
-    const committed = this.open(request.isolationLevel, async (manager) => {
-      const { signal } = request;
-      if (signal.aborted) throw signal.reason;
-      const prepared = await this.repository.prepareHandlerTransaction(manager, request.budgetMs);
-      if (!prepared.ok) throw prepared.error;
-      const open = { value: true };
-      const handler = new Promise((resolve) =>
-        resolve(request.invoke({ manager, emit: this.followUps(manager, request, open) })),
-      );
-      handlerEnded = handler.catch(() => undefined);
+    const committed = this.slots.acquire(request.signal).then(async (release) => {
       try {
-        await this.unlessAborted(handler, signal, prepared.value);
-        // Past the budget, nothing commits: the dispatcher has already reported a timeout.
-        if (signal.aborted) throw signal.reason;
-        const recorded = await this.repository.recordDelivery(manager, {
-          id: request.event.id,
-          attempts: request.attempt,
-          handler: request.handlerName,
-        });
-        if (!recorded.ok) throw recorded.error;
-        if (!recorded.value) {
-          throw new OutboxLeaseLostError(request.handlerName, request.event.id, request.attempt);
-        }
-        if (signal.aborted) throw signal.reason;
+        await this.open(request.isolationLevel, (manager) =>
+          this.work(manager, request, (handler) => {
+            handlerEnded = handler;
+          }),
+        );
       } finally {
-        open.value = false;
+        release();
       }
     });
     const ended = committed
@@ -104,32 +91,71 @@ export class HandlerTransactions implements OnModuleInit {
     return { committed, ended };
   }
 
-  /**
-   * Waits for the handler, unless the signal aborts first: then the statement the handler is
-   * running is cancelled (so ROLLBACK is not queued behind it) and the abort reason is thrown,
-   * which rolls the transaction back while the handler may still be running.
-   */
-  private unlessAborted(
-    handler: Promise<unknown>,
-    signal: AbortSignal,
-    pid: number,
+  /** Inside the transaction: the handler, then its guarded delivery record. */
+  private async work(
+    manager: EntityManager,
+    request: HandlerTransactionRequest,
+    started: (handler: Promise<unknown>) => void,
   ): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const onAbort = () => {
-        void this.repository.cancelBackend(pid).finally(() => reject(signal.reason as Error));
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      handler.then(
-        () => {
-          signal.removeEventListener('abort', onAbort);
-          resolve();
-        },
-        (error: Error) => {
-          signal.removeEventListener('abort', onAbort);
-          reject(error);
-        },
+    const { signal } = request;
+    if (signal.aborted) throw signal.reason;
+    const prepared = await this.repository.prepareHandlerTransaction(manager, request.budgetMs);
+    if (!prepared.ok) throw prepared.error;
+    const open = { value: true };
+    const abandoned = this.abandonOnAbort(manager, prepared.value, signal);
+    try {
+      const handler = new Promise((resolve) =>
+        resolve(request.invoke({ manager, emit: this.followUps(manager, request, open) })),
       );
+      started(handler.catch(() => undefined));
+      await Promise.race([handler, abandoned.promise]);
+      const recorded = await Promise.race([
+        this.repository.recordDelivery(manager, {
+          id: request.event.id,
+          attempts: request.attempt,
+          handler: request.handlerName,
+        }),
+        abandoned.promise,
+      ]);
+      if (!recorded.ok) throw recorded.error;
+      if (!recorded.value) {
+        throw new OutboxLeaseLostError(request.handlerName, request.event.id, request.attempt);
+      }
+      // Past the budget, nothing commits: the connection is being discarded.
+      if (signal.aborted) await abandoned.promise;
+    } finally {
+      open.value = false;
+      abandoned.dispose();
+    }
+  }
+
+  /**
+   * When the signal aborts (the budget is spent, or shutdown abandons the handler), the
+   * transaction ends at once, whatever the handler does: its connection is discarded (the server
+   * rolls the transaction back, and TypeORM refuses every later query of the handler, so nothing
+   * it sends afterwards can run outside the transaction), and the statement it is running is
+   * cancelled, so the server does not finish it first. The returned promise rejects with the
+   * abort reason once that is done; it never resolves.
+   */
+  private abandonOnAbort(
+    manager: EntityManager,
+    transaction: BackendTransaction,
+    signal: AbortSignal,
+  ): { promise: Promise<never>; dispose: () => void } {
+    let onAbort = () => undefined as void;
+    const promise = new Promise<never>((_resolve, reject) => {
+      onAbort = () => {
+        discardConnection(manager);
+        void this.repository
+          .cancelBackend(transaction)
+          .finally(() => reject(signal.reason as Error));
+      };
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
     });
+    // Nobody may be waiting on it when it rejects (the handler won the race).
+    promise.catch(() => undefined);
+    return { promise, dispose: () => signal.removeEventListener('abort', onAbort) };
   }
 
   /** `ctx.emit`: writes in the handler's transaction, carrying causation and correlation. */
@@ -191,4 +217,27 @@ export class HandlerTransactions implements OnModuleInit {
     }
     return this.dataSource.transaction(isolationLevel, work);
   }
+}
+
+/** Connections left to claims, settles and cancels, however many handler transactions run. */
+const RESERVED_CONNECTIONS = 2;
+
+/** The pool's size: pg's `max` as TypeORM configured it (pg's default is 10). */
+function poolSizeOf(dataSource: DataSource): number {
+  const driver = dataSource.driver as { master?: { options?: { max?: unknown } } };
+  const max = driver.master?.options?.max;
+  return typeof max === 'number' && max > 0 ? max : 10;
+}
+
+/**
+ * Gives the transaction's connection back as broken, so the pool closes it: the server rolls the
+ * transaction back when the connection ends, and the query runner counts as released, so TypeORM
+ * refuses any further query through `manager` (its own ROLLBACK included, which it ignores).
+ */
+function discardConnection(manager: EntityManager): void {
+  const runner = manager.queryRunner as
+    { releasePostgresConnection?: (error?: Error) => Promise<void> } | undefined;
+  void runner
+    ?.releasePostgresConnection?.(new Error('outbox handler transaction abandoned'))
+    .catch(() => undefined);
 }

@@ -49,6 +49,12 @@ export interface OutboxRepositoryOptions {
   lockTimeoutMs?: number;
 }
 
+/** A transaction of one backend: its pid, and its start in microseconds (text, exact). */
+export interface BackendTransaction {
+  pid: number;
+  startedUs: string;
+}
+
 const DEFAULT_STATEMENT_TIMEOUT_MS = 5000;
 const DEFAULT_LOCK_TIMEOUT_MS = 2000;
 const DEFAULT_COUNT_LIMIT = 1000;
@@ -280,27 +286,33 @@ export class OutboxRepository {
 
   /**
    * Prepares a transactional handler's transaction: bounds its statements by `budgetMs` and
-   * returns its backend's pid, for `cancelBackend`.
+   * returns what `cancelBackend` needs to find it.
    */
   async prepareHandlerTransaction(
     manager: EntityManager,
     budgetMs: number,
-  ): Promise<OutboxResult<number>> {
+  ): Promise<OutboxResult<BackendTransaction>> {
     return this.inTransaction(
       'prepareHandlerTransaction',
       manager,
       SQL.HANDLER_TRANSACTION_SETUP,
       [String(Math.max(1, Math.ceil(budgetMs)))],
-      ([row]: { pid: number }[]) => row.pid,
+      ([row]: { pid: number; started_us: string }[]) => ({
+        pid: row.pid,
+        startedUs: row.started_us,
+      }),
     );
   }
 
-  /** Cancels the statement the backend `pid` is running, from a connection of its own. */
-  async cancelBackend(pid: number): Promise<OutboxResult<boolean>> {
+  /**
+   * Cancels the statement of a handler's transaction, from a connection of its own; does
+   * nothing once that backend has left the transaction.
+   */
+  async cancelBackend(transaction: BackendTransaction): Promise<OutboxResult<boolean>> {
     return this.own(
       'cancelBackend',
       SQL.CANCEL_BACKEND,
-      [pid],
+      [transaction.pid, transaction.startedUs],
       ([row]: { cancelled: boolean }[]) => row.cancelled,
     );
   }

@@ -218,13 +218,19 @@ export const MARK_FAILED = `
   ),
   current AS (
     SELECT e.id,
-           e.dead_at IS NULL AND coalesce(s.dead, s.attempts >= $2) AS becomes_dead,
+           -- Not for handlers the row already records as delivered (a transactional handler
+           -- whose commit landed as its budget ran out): such a row is not dead for them.
+           e.dead_at IS NULL AND coalesce(s.dead, s.attempts >= $2)
+             AND (s.dead IS NULL OR EXISTS (
+               SELECT 1 FROM unnest(s.failed_handlers) AS handler
+               WHERE NOT e.deliveries ? handler)) AS becomes_dead,
            e.failures || coalesce(
              (SELECT jsonb_object_agg(f.handler, jsonb_build_object(
                        'count', f.count,
                        'retryAt', now() + make_interval(secs => f.delay_ms / 1000.0)))
               FROM jsonb_to_recordset(s.failures) AS f(handler text, count integer,
-                                                       delay_ms double precision)),
+                                                       delay_ms double precision)
+              WHERE NOT e.deliveries ? f.handler),
              '{}'::jsonb) AS failures
     FROM outbox_event AS e
     JOIN input AS s ON s.id = e.id
@@ -331,17 +337,29 @@ export const RECORD_DELIVERY = `
 `;
 
 /**
- * Opens a transactional handler's transaction: the backend's pid (to cancel its query when the
- * handler runs out of budget) and a statement timeout for this transaction only, so no single
- * statement of the handler outlives its budget even if the cancel cannot be sent.
+ * Opens a transactional handler's transaction: the backend's pid and the transaction's start (in
+ * microseconds), to cancel its statement when the handler runs out of budget, and a statement
+ * timeout for this transaction only, so no single statement of the handler outlives its budget
+ * even if the cancel cannot be sent.
  * $1 statement timeout ms, as text.
  */
 export const HANDLER_TRANSACTION_SETUP = `
-  SELECT pg_backend_pid() AS pid, set_config('statement_timeout', $1::text, true) AS timeout
+  SELECT pg_backend_pid() AS pid,
+         (extract(epoch FROM now()) * 1000000)::bigint::text AS started_us,
+         set_config('statement_timeout', $1::text, true) AS timeout
 `;
 
-/** Cancels the statement a backend is running (none: nothing happens). $1 pid. */
-export const CANCEL_BACKEND = `SELECT pg_cancel_backend($1::int) AS cancelled`;
+/**
+ * Cancels the statement a backend is running, only while that backend is still in the given
+ * transaction: a cancel that arrives late must not hit whatever the connection runs next.
+ * $1 pid, $2 transaction start in microseconds (text).
+ */
+export const CANCEL_BACKEND = `
+  SELECT coalesce(bool_or(pg_cancel_backend(pid)), false) AS cancelled
+  FROM pg_stat_activity
+  WHERE pid = $1::int
+    AND (extract(epoch FROM xact_start) * 1000000)::bigint = $2::bigint
+`;
 
 /** The first entry of each due index: the earliest due time of a live, and of a dead, row. $1 types. */
 const EARLIEST_LIVE = `(
