@@ -176,8 +176,8 @@ describe('notifications with a real SMTP server', () => {
     for (const n of notifications) expect(n.dedup_key).toBe(`event:${n.event_id}`);
 
     // Mail: the invitee for member.invited, the admins for invoice.paid; nothing else.
-    const inviteKey = `notification-mail:${bob.eventId}:bob@acme.test`;
-    const paidKey = `notification-mail:${paidEventId}:ada@acme.test`;
+    const inviteKey = `notification-fanout:${bob.eventId}:bob@acme.test`;
+    const paidKey = `notification-fanout:${paidEventId}:ada@acme.test`;
     const received = [...smtp.messages].sort((a, b) => a.to[0].localeCompare(b.to[0]));
     expect(
       received.map((m) => ({
@@ -303,28 +303,28 @@ describe('notifications without SMTP', () => {
     ).toEqual(
       [
         {
-          idempotencyKey: `notification-mail:${cy.eventId}:cy@initech.test`,
+          idempotencyKey: `notification-fanout:${cy.eventId}:cy@initech.test`,
           recipient: 'cy@initech.test',
           subject: 'cy@initech.test was invited as admin',
           transport: 'recorded',
           sent: true,
         },
         {
-          idempotencyKey: `notification-mail:${bob.eventId}:bob@initech.test`,
+          idempotencyKey: `notification-fanout:${bob.eventId}:bob@initech.test`,
           recipient: 'bob@initech.test',
           subject: 'bob@initech.test was invited as member',
           transport: 'recorded',
           sent: true,
         },
         {
-          idempotencyKey: `notification-mail:${paidEventId}:ada@initech.test`,
+          idempotencyKey: `notification-fanout:${paidEventId}:ada@initech.test`,
           recipient: 'ada@initech.test',
           subject: 'Invoice INV-7 was paid',
           transport: 'recorded',
           sent: true,
         },
         {
-          idempotencyKey: `notification-mail:${paidEventId}:cy@initech.test`,
+          idempotencyKey: `notification-fanout:${paidEventId}:cy@initech.test`,
           recipient: 'cy@initech.test',
           subject: 'Invoice INV-7 was paid',
           transport: 'recorded',

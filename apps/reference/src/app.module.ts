@@ -62,8 +62,8 @@ export class AppModule implements NestModule {
               logging: false,
               // A new connection to a database that stops answering must not wait forever.
               connectTimeoutMS: 5000,
-              // Each running transactional handler (audit-log) holds a connection: room for the
-              // outbox's 20 slots, its claims and settles, and the HTTP requests.
+              // Transactional handlers (audit-log, notification-fanout, webhook-fanout) hold a
+              // connection each while they run; the outbox runs at most poolSize - 2 at once.
               poolSize: 30,
             };
           },

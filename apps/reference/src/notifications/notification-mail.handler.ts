@@ -3,13 +3,20 @@ import { OnOutboxEvent, scrubError, type HandlerContext, type OutboxEvent } from
 import { catalogEntry } from '../events/event-catalog';
 import { OrganizationsQuery } from '../organizations/organizations.query';
 import { MailerPort } from './mailer.port';
-import { MAILED_EVENT_TYPES, mailRecipients, NOTIFICATION_MAIL } from './notification-rules';
+import {
+  MAILED_EVENT_TYPES,
+  mailRecipients,
+  NOTIFICATION_FANOUT,
+  NOTIFICATION_MAIL,
+} from './notification-rules';
 
 /**
  * Mails for every catalog type whose rule names recipients. Mail leaves the database, so no
  * transaction can make it happen once: each mail is keyed by
- * `notification-mail:<eventId>:<recipient>`, which the mailer sends once. Every recipient is
- * tried; if any send fails the handler fails and its retry sends only what is missing.
+ * `notification-fanout:<eventId>:<recipient>`, which the mailer sends once. (The key keeps the
+ * name of the handler that sent mail before in-app notifications and mail were split, so an
+ * event in flight across that deploy mails nobody twice.) Every recipient is tried; if any send
+ * fails the handler fails and its retry sends only what is missing.
  */
 @Injectable()
 export class NotificationMail {
@@ -36,7 +43,7 @@ export class NotificationMail {
           to,
           subject: title,
           text: `${title}\n\nOrganization: ${organizationId}\nEvent: ${event.type} ${event.id}\n`,
-          idempotencyKey: `${ctx.idempotencyKey}:${to}`,
+          idempotencyKey: `${NOTIFICATION_FANOUT}:${event.id}:${to}`,
         });
       } catch (error) {
         this.logger.warn(`Mail for ${event.type} ${event.id} failed: ${scrubError(error)}`);
