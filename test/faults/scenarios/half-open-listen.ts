@@ -1,4 +1,5 @@
 import { startTcpProxy } from '../../support/tcp-proxy';
+import { drainAll } from '../support/drain';
 import { deliveryLatency, firstCallAt, tally } from '../support/counts';
 import type { EmitReport, WorkerStatus } from '../support/ipc';
 import { sleep, waitUntil, type FaultChild } from '../support/processes';
@@ -112,6 +113,8 @@ export const halfOpenListen: Scenario = {
         `${woken}/${cycles}`,
       );
       outcome.check('worker process alive', worker.alive, worker.alive ? 'yes' : 'no');
+      // The last handler has run; its settle may still be on its way.
+      await drainAll(ctx.db, 10_000);
       outcome.tally(await tally(ctx.db));
     } finally {
       await proxy.close();

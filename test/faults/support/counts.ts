@@ -29,6 +29,8 @@ export interface Tally {
   calls: number;
   dead: number;
   stillLive: number;
+  /** The first duplicate deliveries, one line each, to explain a failure. */
+  duplicateDetails: string[];
 }
 
 const EXPECTED = `CASE em.kind WHEN 'poison' THEN ARRAY['fault-a'] WHEN 'tx' THEN ARRAY['fault-tx']
@@ -83,8 +85,36 @@ const TALLY = `
   FROM produced, lost, duplicate_deliveries, duplicate_effects, calls, outbox
 `;
 
+/** Up to 5 calls that started after their handler's delivery was recorded, with their context. */
+const DUPLICATE_DETAILS = `
+  SELECT c.handler, c.event_id, c.pid, c.attempt, c.effect,
+         to_char(c.at, 'HH24:MI:SS.US') AS call_at,
+         to_char((e.deliveries ->> c.handler)::timestamptz, 'HH24:MI:SS.US') AS delivered_at,
+         to_char(e.dispatched_at, 'HH24:MI:SS.US') AS dispatched_at,
+         e.attempts AS event_attempts,
+         (SELECT string_agg(format('%s@%s(%s)', o.pid, to_char(o.at, 'HH24:MI:SS.US'),
+                                   coalesce(o.effect, '-')), ' ' ORDER BY o.at)
+          FROM fault_call o WHERE o.event_id = c.event_id AND o.handler = c.handler) AS calls
+  FROM fault_call c
+  JOIN outbox_event e ON e.id = c.event_id
+  WHERE e.deliveries ? c.handler
+    AND c.at > (e.deliveries ->> c.handler)::timestamptz
+  ORDER BY c.at
+  LIMIT 5
+`;
+
 export async function tally(db: FaultDatabase): Promise<Tally> {
   const [row] = await db.query(TALLY);
+  const details =
+    row.duplicate_deliveries > 0
+      ? (await db.query(DUPLICATE_DETAILS)).map(
+          (d) =>
+            `duplicate: ${d.handler} of ${d.event_id} by pid ${d.pid} (attempt ${d.attempt}, ` +
+            `effect ${d.effect ?? '-'}) at ${d.call_at}, delivered at ${d.delivered_at}, ` +
+            `dispatched ${d.dispatched_at ?? '-'}, event attempts ${d.event_attempts}; ` +
+            `calls: ${d.calls}`,
+        )
+      : [];
   return {
     produced: row.produced,
     lost: row.lost,
@@ -97,6 +127,7 @@ export async function tally(db: FaultDatabase): Promise<Tally> {
     calls: row.calls,
     dead: row.dead,
     stillLive: row.still_live,
+    duplicateDetails: details,
   };
 }
 

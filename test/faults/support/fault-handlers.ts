@@ -52,6 +52,18 @@ const EFFECT = `
 `;
 
 /**
+ * Records a call with the time the handler started (this machine's clock, which the database
+ * shares), not the time the INSERT ran: a frozen server can run the INSERT of a run it cut short
+ * long after, even after the event was delivered by a later run, which is not a second call.
+ * $1 handler, $2 event id, $3 pid, $4 attempt, $5 start in ms since the epoch.
+ */
+const RECORD_CALL = `
+  INSERT INTO fault_call (handler, event_id, pid, attempt, at)
+  VALUES ($1, $2, $3, $4, to_timestamp($5::float8 / 1000))
+  RETURNING id
+`;
+
+/**
  * The handlers of a fault worker. Each call is recorded before anything else, autocommitted on
  * a pool of its own (never in the outbox's transaction), so a call survives whatever happens to
  * the outbox afterwards; the runner compares those records with the outbox's `deliveries`.
@@ -89,14 +101,18 @@ export class FaultHandlers {
    */
   @OnOutboxEvent(HANDLER_TX, { events: [FAULT_TX_EVENT], transaction: true })
   async tx(event: OutboxEvent<FaultPayload>, ctx: TransactionalHandlerContext): Promise<void> {
+    const startedAt = Date.now();
     this.inFlight++;
     this.calls++;
     let written = false;
     try {
-      const { rows } = await this.records.query<{ id: string }>(
-        'INSERT INTO fault_call (handler, event_id, pid, attempt) VALUES ($1, $2, $3, $4) RETURNING id',
-        [ctx.handlerName, event.id, process.pid, ctx.attempt],
-      );
+      const { rows } = await this.records.query<{ id: string }>(RECORD_CALL, [
+        ctx.handlerName,
+        event.id,
+        process.pid,
+        ctx.attempt,
+        startedAt,
+      ]);
       const callId = rows[0].id;
       await ctx.manager.query(
         'INSERT INTO fault_effect (handler, event_id, call_id) VALUES ($1, $2, $3)',
@@ -119,13 +135,17 @@ export class FaultHandlers {
   }
 
   private async run(event: OutboxEvent<FaultPayload>, ctx: HandlerContext): Promise<void> {
+    const startedAt = Date.now();
     this.inFlight++;
     this.calls++;
     try {
-      const { rows } = await this.records.query<{ id: string }>(
-        'INSERT INTO fault_call (handler, event_id, pid, attempt) VALUES ($1, $2, $3, $4) RETURNING id',
-        [ctx.handlerName, event.id, process.pid, ctx.attempt],
-      );
+      const { rows } = await this.records.query<{ id: string }>(RECORD_CALL, [
+        ctx.handlerName,
+        event.id,
+        process.pid,
+        ctx.attempt,
+        startedAt,
+      ]);
       const callId = rows[0].id;
       const payload = event.payload ?? {};
       if (payload.failHandler === ctx.handlerName) {

@@ -90,6 +90,7 @@ export class Outcome {
     this.checkZero('duplicate effects', t.duplicateEffects);
     this.checkZero('live rows left after the drain', t.stillLive);
     if (!options.deadExpected) this.checkZero('dead events', t.dead);
+    for (const line of t.duplicateDetails) this.note(line);
     Object.assign(this.summary, {
       produced: t.produced,
       lost: t.lost,
