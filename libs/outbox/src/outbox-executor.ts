@@ -186,18 +186,15 @@ export class OutboxExecutor {
     // A handler that did not run keeps its retry time (database clock, read at the claim).
     const serverClaimedAt = record.leaseExpiresAt.getTime() - this.options.leaseMs;
     const elapsed = Date.now() - claimedAt;
+    const updated = new Set(failures.map((f) => f.handler));
     for (const name of pending) {
       const retryAt = record.failures[name]?.retryAt;
-      if (retryAt && !updatedIn(failures, name)) {
+      if (retryAt && !updated.has(name)) {
         soonest = Math.min(soonest, Math.max(0, Date.parse(retryAt) - serverClaimedAt - elapsed));
       }
     }
     return soonest === Infinity ? 0 : soonest;
   }
-}
-
-function updatedIn(failures: readonly { handler: string }[], name: string): boolean {
-  return failures.some((f) => f.handler === name);
 }
 
 /** What a handler sees: the record without the lease bookkeeping. */

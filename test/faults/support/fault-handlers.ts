@@ -106,14 +106,7 @@ export class FaultHandlers {
     this.calls++;
     let written = false;
     try {
-      const { rows } = await this.records.query<{ id: string }>(RECORD_CALL, [
-        ctx.handlerName,
-        event.id,
-        process.pid,
-        ctx.attempt,
-        startedAt,
-      ]);
-      const callId = rows[0].id;
+      const callId = await this.recordCall(event, ctx, startedAt);
       await ctx.manager.query(
         'INSERT INTO fault_effect (handler, event_id, call_id) VALUES ($1, $2, $3)',
         [ctx.handlerName, event.id, callId],
@@ -134,19 +127,28 @@ export class FaultHandlers {
     }
   }
 
+  /** Records the call, autocommitted on the records pool, and returns its id. */
+  private async recordCall(
+    event: OutboxEvent<FaultPayload>,
+    ctx: HandlerContext,
+    startedAt: number,
+  ): Promise<string> {
+    const { rows } = await this.records.query<{ id: string }>(RECORD_CALL, [
+      ctx.handlerName,
+      event.id,
+      process.pid,
+      ctx.attempt,
+      startedAt,
+    ]);
+    return rows[0].id;
+  }
+
   private async run(event: OutboxEvent<FaultPayload>, ctx: HandlerContext): Promise<void> {
     const startedAt = Date.now();
     this.inFlight++;
     this.calls++;
     try {
-      const { rows } = await this.records.query<{ id: string }>(RECORD_CALL, [
-        ctx.handlerName,
-        event.id,
-        process.pid,
-        ctx.attempt,
-        startedAt,
-      ]);
-      const callId = rows[0].id;
+      const callId = await this.recordCall(event, ctx, startedAt);
       const payload = event.payload ?? {};
       if (payload.failHandler === ctx.handlerName) {
         throw new Error(`${ctx.handlerName} always fails for this event`);
