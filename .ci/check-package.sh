@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
-# Packs the library as `npm publish` would (prepack builds it) and checks the tarball: the compiled
-# entry point and its types, the README and the LICENSE are in it; sources, tests and source maps
-# are not; and the packed entry point loads (its peers taken from this repository's install).
+# Packs the library as `npm publish` would (prepack builds it) and checks it as its users meet it:
+#   - the tarball: compiled entry points, their declarations, README and LICENSE; no sources,
+#     tests or source maps;
+#   - its types and exports, with @arethetypeswrong/cli (CommonJS and ESM apps under node10,
+#     node16 and bundler resolution) and publint;
+#   - two fresh apps install the tarball with a plain `npm install` next to the current
+#     companions, compile with `skipLibCheck: false` and run the README's example on a real
+#     PostgreSQL ($DATABASE_URL: a database is created for each app):
+#       test/consumers/nest11-commonjs  Nest 11, TypeORM 1, CommonJS, no Terminus or schedule;
+#       test/consumers/nest12-esm       Nest 12, TypeORM 0.3, an ES module app, with both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+: "${DATABASE_URL:?check-package.sh needs DATABASE_URL (a server where it may create databases)}"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
-tarball=$(cd libs/outbox && npm pack --silent --pack-destination "$scratch")
-tar -xzf "$scratch/$tarball" -C "$scratch"
-node - "$scratch/package" <<'JS'
+tarball="$scratch/$(cd libs/outbox && npm pack --silent --pack-destination "$scratch")"
+mkdir "$scratch/unpacked"
+tar -xzf "$tarball" -C "$scratch/unpacked"
+node - "$scratch/unpacked/package" <<'JS'
 const { readdirSync, statSync } = require('node:fs');
 const { join, relative } = require('node:path');
 const dir = process.argv[2];
@@ -23,8 +32,9 @@ const walk = (d) =>
   });
 walk(dir);
 const problems = [];
-for (const needed of ['package.json', 'README.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts']) {
-  if (!files.includes(needed)) problems.push(`missing ${needed}`);
+const needed = ['package.json', 'README.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts'];
+for (const file of [...needed, 'dist/esm/index.js', 'dist/esm/index.d.ts']) {
+  if (!files.includes(file)) problems.push(`missing ${file}`);
 }
 for (const file of files) {
   if (/\.map$|\.spec\.|^src\/|\.ts$/.test(file) && !file.endsWith('.d.ts')) {
@@ -35,12 +45,55 @@ if (problems.length > 0) {
   console.error(`package check failed:\n  ${problems.join('\n  ')}`);
   process.exit(1);
 }
-console.log(`package: ${files.length} files, ${files.filter((f) => f.startsWith('dist/')).length} in dist/`);
+console.log(`package: ${files.length} files`);
 JS
-NODE_PATH="$root/node_modules" node -e "
-  const outbox = require('$scratch/package');
-  for (const name of ['OutboxModule', 'OutboxPublisher', 'OnOutboxEvent', 'OUTBOX_MIGRATIONS']) {
-    if (!outbox[name]) { console.error('the packed entry point lacks ' + name); process.exit(1); }
-  }
-  console.log('packed entry point loads: ' + Object.keys(outbox).length + ' exports');
-"
+
+npx attw --no-color "$tarball"
+npx publint run "$tarball" --strict
+
+database_url() {
+  node -e 'const url = new URL(process.argv[1]); url.pathname = "/" + process.argv[2]; console.log(url.href)' \
+    "$DATABASE_URL" "$1"
+}
+
+# Copies a consumer app, installs the tarball into it, type-checks it under each of the given
+# module/moduleResolution pairs (the first one also emits) and runs it on a database of its own.
+consumer() {
+  local name=$1 app="$scratch/$1" database="consumer_${1//-/_}"
+  shift
+  cp -r "test/consumers/$name" "$app"
+  cp test/consumers/shared/*.ts "$app/src/"
+  echo "--- $name: npm install"
+  (cd "$app" && npm install --no-audit --no-fund --loglevel=error "$tarball")
+  (cd "$app" && node -e '
+    const pkg = require("nestjs-lease-outbox/package.json");
+    const nest = require("@nestjs/core/package.json");
+    console.log(`installed ${pkg.name} ${pkg.version} with @nestjs/core ${nest.version}`);
+  ')
+  local emit=1 pair
+  for pair in "$@"; do
+    echo "--- $name: tsc --module ${pair% *} --moduleResolution ${pair#* }"
+    (cd "$app" && npx tsc -p . --module "${pair% *}" --moduleResolution "${pair#* }" \
+      $([ "$emit" -eq 1 ] || echo --noEmit))
+    emit=0
+  done
+  psql_url=$DATABASE_URL node -e '
+    const { Client } = require("pg");
+    const client = new Client({ connectionString: process.env.psql_url });
+    client.connect()
+      .then(() => client.query(`DROP DATABASE IF EXISTS ${process.argv[1]}`))
+      .then(() => client.query(`CREATE DATABASE ${process.argv[1]}`))
+      .finally(() => client.end());
+  ' "$database"
+  echo "--- $name: run"
+  (cd "$app" && DATABASE_URL=$(database_url "$database") timeout 60 node dist/main.js)
+}
+
+consumer nest11-commonjs "nodenext nodenext" "commonjs node10"
+for optional in @nestjs/terminus @nestjs/schedule; do
+  if [ -e "$scratch/nest11-commonjs/node_modules/$optional" ]; then
+    echo "$optional was installed into an app that did not ask for it" >&2
+    exit 1
+  fi
+done
+consumer nest12-esm "node16 node16" "nodenext nodenext" "esnext bundler"

@@ -1,4 +1,5 @@
 import type { ModuleRef } from '@nestjs/core';
+import { loadOptionalPackage } from './optional-package';
 
 /** The part of `@nestjs-cls/transactional`'s TransactionHost the outbox relies on. */
 export interface AmbientTransactionHost {
@@ -22,13 +23,11 @@ export interface AmbientTransactions {
  * optional: without it (or without its module in the app) the outbox uses explicit managers.
  */
 export function findAmbientTransactions(moduleRef: ModuleRef): AmbientTransactions | undefined {
-  let found: { TransactionHost: unknown; Propagation?: { RequiresNew?: string } };
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    found = require('@nestjs-cls/transactional') as typeof found;
-  } catch {
-    return undefined;
-  }
+  const found = loadOptionalPackage<{
+    TransactionHost: unknown;
+    Propagation?: { RequiresNew?: string };
+  }>('@nestjs-cls/transactional');
+  if (!found) return undefined;
   try {
     const host = moduleRef.get<AmbientTransactionHost>(found.TransactionHost as never, {
       strict: false,

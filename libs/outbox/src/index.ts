@@ -27,9 +27,13 @@ export {
 } from './outbox.dispatcher';
 export type { SettleFailure, SettleResult } from './outbox-completer';
 
-export { OutboxHealthIndicator, type OutboxHealthOptions } from './outbox.health';
+export {
+  OutboxHealthIndicator,
+  type OutboxHealthOptions,
+  type OutboxHealthResult,
+} from './outbox.health';
 export { OutboxRetentionSweeper, OUTBOX_RETENTION_JOB } from './outbox-retention.sweeper';
-export { PgListener, type PgListenerOptions, type PgListenerState } from './pg-listener';
+export type { PgListenerState } from './pg-listener-state';
 export { OUTBOX_OPTIONS } from './outbox.tokens';
 export {
   ISOLATION_LEVELS,

@@ -5,19 +5,19 @@ import {
   type OnApplicationBootstrap,
   type OnApplicationShutdown,
 } from '@nestjs/common';
-import { SchedulerRegistry } from '@nestjs/schedule';
 import type { ResolvedOutboxOptions } from './outbox.options';
 import { delay } from './delay';
 import { OutboxRepository } from './outbox.repository';
+import type { OutboxScheduler } from './outbox-scheduler';
 import { OUTBOX_OPTIONS, OUTBOX_SCHEDULER } from './outbox.tokens';
 
-/** Name of the sweep's interval in the `SchedulerRegistry`. */
+/** Name of the sweep's interval in the app's `SchedulerRegistry`. */
 export const OUTBOX_RETENTION_JOB = 'outbox-retention-sweep';
 
 /**
- * Deletes delivered events past the retention on an interval registered with
- * `@nestjs/schedule`'s SchedulerRegistry (the app's own when it imports ScheduleModule, so the
- * job shows up next to its other jobs). Live and dead events are never swept.
+ * Deletes delivered events past the retention on an interval: registered with the app's
+ * `@nestjs/schedule` SchedulerRegistry when it imports ScheduleModule (so the job shows up next to
+ * its other jobs), a plain timer otherwise. Live and dead events are never swept.
  */
 @Injectable()
 export class OutboxRetentionSweeper implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -27,7 +27,7 @@ export class OutboxRetentionSweeper implements OnApplicationBootstrap, OnApplica
 
   constructor(
     private readonly repository: OutboxRepository,
-    @Inject(OUTBOX_SCHEDULER) private readonly scheduler: SchedulerRegistry,
+    @Inject(OUTBOX_SCHEDULER) private readonly scheduler: OutboxScheduler,
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
   ) {}
 

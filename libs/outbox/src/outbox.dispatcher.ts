@@ -17,7 +17,8 @@ import { OutboxExecutor, type ExecutionResult } from './outbox-executor';
 import { OutboxProducer } from './outbox-producer';
 import { OutboxRepository } from './outbox.repository';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.tokens';
-import { PgListener, type PgListenerState } from './pg-listener';
+import { PgListener } from './pg-listener';
+import type { PgListenerState } from './pg-listener-state';
 import { listenerClientConfig } from './listener-client-config';
 import { delay } from './delay';
 

@@ -1,5 +1,4 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
 import { OutboxDispatcher } from './outbox.dispatcher';
 import type { PendingState } from './outbox-event.types';
 import type { ResolvedOutboxOptions } from './outbox.options';
@@ -19,6 +18,16 @@ export interface OutboxHealthOptions {
   timeoutMs?: number;
 }
 
+/**
+ * What `isHealthy` returns: the shape `@nestjs/terminus` expects of an indicator (its
+ * `HealthIndicatorResult`), declared here so the outbox needs Terminus only where the app uses it.
+ */
+export type OutboxHealthResult<Key extends string = 'outbox'> = Record<
+  Key,
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as Terminus types it
+  { status: 'up' | 'down' } & Record<string, any>
+>;
+
 /** Poll intervals without a completed claim after which a running dispatcher counts as stuck. */
 export const STALE_AFTER_POLLS = 3;
 const DEFAULT_TIMEOUT_MS = 2000;
@@ -35,7 +44,6 @@ const DEFAULT_TIMEOUT_MS = 2000;
 @Injectable()
 export class OutboxHealthIndicator {
   constructor(
-    private readonly health: HealthIndicatorService,
     private readonly dispatcher: OutboxDispatcher,
     private readonly repository: OutboxRepository,
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -44,8 +52,8 @@ export class OutboxHealthIndicator {
   async isHealthy<const Key extends string = 'outbox'>(
     key: Key = 'outbox' as Key,
     { maxLagMs, timeoutMs = DEFAULT_TIMEOUT_MS }: OutboxHealthOptions = {},
-  ): Promise<HealthIndicatorResult<Key>> {
-    const session = this.health.check(key);
+  ): Promise<OutboxHealthResult<Key>> {
+    const session = resultFor(key);
     const state = this.dispatcher.state;
     const lastDrainAt = this.dispatcher.lastDrainAt;
     const base = {
@@ -124,4 +132,14 @@ export class OutboxHealthIndicator {
       clearTimeout(timer);
     }
   }
+}
+
+/** Results under `key`, built as Terminus's `HealthIndicatorService.check(key)` builds them. */
+function resultFor<Key extends string>(key: Key) {
+  const result = (status: 'up' | 'down', data: Record<string, unknown>) =>
+    ({ [key]: { ...data, status } }) as OutboxHealthResult<Key>;
+  return {
+    up: (data: Record<string, unknown>) => result('up', data),
+    down: (data: Record<string, unknown>) => result('down', data),
+  };
 }

@@ -1,7 +1,5 @@
 import { Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { DiscoveryModule, ModuleRef } from '@nestjs/core';
-import { SchedulerRegistry } from '@nestjs/schedule';
-import { TerminusModule } from '@nestjs/terminus';
 import type { DataSource } from 'typeorm';
 import { EventDispatcher } from './event-dispatcher';
 import { HandlerTransactions } from './handler-transactions';
@@ -22,6 +20,7 @@ import {
 import { OutboxPublisher } from './outbox.publisher';
 import { OutboxRepository } from './outbox.repository';
 import { OutboxRetentionSweeper } from './outbox-retention.sweeper';
+import { findScheduler } from './outbox-scheduler';
 import { OutboxShutdownHook } from './outbox-shutdown.hook';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS, OUTBOX_SCHEDULER } from './outbox.tokens';
 
@@ -44,14 +43,7 @@ const providers: Provider[] = [
   {
     provide: OUTBOX_SCHEDULER,
     inject: [ModuleRef],
-    useFactory: (moduleRef: ModuleRef) => {
-      try {
-        return moduleRef.get<SchedulerRegistry>(SchedulerRegistry, { strict: false });
-      } catch {
-        // The app does not import ScheduleModule: keep the module's jobs in a registry of its own.
-        return new SchedulerRegistry();
-      }
-    },
+    useFactory: findScheduler,
   },
   OutboxMetadataAccessor,
   HandlerTransactions,
@@ -69,7 +61,7 @@ const providers: Provider[] = [
  * global by default (`isGlobal: false` to scope it), so any module can inject `OutboxPublisher`.
  */
 @Module({
-  imports: [DiscoveryModule, TerminusModule],
+  imports: [DiscoveryModule],
   providers,
   exports: [
     OutboxPublisher,

@@ -1,4 +1,5 @@
 import { Client, escapeIdentifier, type ClientConfig, type Notification } from 'pg';
+import type { PgListenerState } from './pg-listener-state';
 import { delay } from './delay';
 import { scrubError } from './scrub-error';
 
@@ -33,8 +34,6 @@ export interface PgListenerHandlers {
   /** Scrubbed text of connection problems, for the owner's logger. */
   onError?(message: string): void;
 }
-
-export type PgListenerState = 'idle' | 'connecting' | 'listening' | 'reconnecting' | 'stopped';
 
 /** Fraction of a reconnect delay drawn at random, so many workers do not reconnect in step. */
 const RECONNECT_JITTER = 0.1;

@@ -1,0 +1,25 @@
+/**
+ * An optional peer dependency, or `undefined` when the app has not installed it. Any other
+ * failure to load it (a broken install, a missing dependency of its own) is thrown: hiding it
+ * would switch a feature off without a word.
+ */
+export function loadOptionalPackage<T>(name: string): T | undefined {
+  try {
+    // Loaded on demand so that apps without the package never need it; Nest 12's ESM-only
+    // packages load through require(esm) (Node 20.19+).
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require(name) as T;
+  } catch (error) {
+    if (isNotInstalled(error, name)) return undefined;
+    throw error;
+  }
+}
+
+function isNotInstalled(error: unknown, name: string): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  return (
+    (code === 'MODULE_NOT_FOUND' || code === 'ERR_MODULE_NOT_FOUND') &&
+    typeof message === 'string' &&
+    message.includes(`'${name}'`)
+  );
+}
