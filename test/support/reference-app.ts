@@ -1,6 +1,6 @@
 import type { INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import { AppModule } from '../../apps/reference/src/app.module';
+import { AppModule, type AppModuleOptions } from '../../apps/reference/src/app.module';
 import { configureApp } from '../../apps/reference/src/app.setup';
 import { GuardedLogger } from './log-guard';
 import { initOrClose } from './outbox-app';
@@ -13,6 +13,7 @@ import { initOrClose } from './outbox-app';
 export async function createReferenceApp(
   url: string,
   env: Record<string, string | undefined> = {},
+  options: Omit<AppModuleOptions, 'env'> = {},
 ): Promise<INestApplication> {
   const moduleRef = await Test.createTestingModule({
     imports: [
@@ -25,6 +26,7 @@ export async function createReferenceApp(
           WEBHOOK_TIMEOUT_MS: '2000',
           ...env,
         },
+        ...options,
       }),
     ],
   }).compile();

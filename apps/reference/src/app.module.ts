@@ -7,7 +7,7 @@ import {
 import { ConfigModule, ConfigService } from '@nestjs/config';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { OutboxModule } from '@app/outbox';
+import { OutboxModule, type OutboxModuleOptions } from '@app/outbox';
 import { OUTBOX_MIGRATIONS, REFERENCE_APP_MIGRATIONS } from '../../../migrations';
 import { AuditModule } from './audit/audit.module';
 import { requestIdMiddleware } from './common/request-id';
@@ -27,6 +27,11 @@ const HOUR = 3_600_000;
 export interface AppModuleOptions {
   /** The environment to read; `process.env` when absent (tests pass their own). */
   env?: Record<string, string | undefined>;
+  /**
+   * Adjusts the outbox options read from the environment; tests pass `outboxTestingOptions`
+   * (from `nestjs-lease-outbox/testing`) to deliver with `drainUntilIdle` instead of the loop.
+   */
+  outbox?: (options: OutboxModuleOptions) => OutboxModuleOptions;
 }
 
 /**
@@ -71,26 +76,8 @@ export class AppModule implements NestModule {
         ScheduleModule.forRoot(),
         OutboxModule.forRootAsync({
           inject: [ConfigService],
-          useFactory: (config: ConfigService<AppConfig, true>) => ({
-            maxAttempts: config.get('OUTBOX_MAX_ATTEMPTS', { infer: true }),
-            deadRetryMs: Math.round(config.get('OUTBOX_DEAD_RETRY_HOURS', { infer: true }) * HOUR),
-            leaseMs: config.get('OUTBOX_LEASE_MS', { infer: true }),
-            handlerTimeoutMs: config.get('OUTBOX_HANDLER_TIMEOUT_MS', { infer: true }),
-            shutdownGraceMs: config.get('OUTBOX_SHUTDOWN_GRACE_MS', { infer: true }),
-            pollIntervalMs: config.get('OUTBOX_POLL_INTERVAL_MS', { infer: true }),
-            retention: {
-              retentionMs: Math.round(
-                config.get('OUTBOX_RETENTION_DAYS', { infer: true }) * 24 * HOUR,
-              ),
-            },
-            handlers: {
-              [WEBHOOK_SENDER]: {
-                // The POST's own timeout, and a second more for the handler to report it.
-                timeoutMs: config.get('WEBHOOK_TIMEOUT_MS', { infer: true }) + 1000,
-                retry: parseRetrySchedule(config.get('WEBHOOK_RETRY_SCHEDULE_MS', { infer: true })),
-              },
-            },
-          }),
+          useFactory: (config: ConfigService<AppConfig, true>) =>
+            (options.outbox ?? ((read) => read))(outboxOptions(config)),
         }),
         EventsModule,
         OrganizationsModule,
@@ -107,4 +94,26 @@ export class AppModule implements NestModule {
   configure(consumer: MiddlewareConsumer): void {
     consumer.apply(requestIdMiddleware).forRoutes('*path');
   }
+}
+
+/** The outbox options the environment gives. */
+function outboxOptions(config: ConfigService<AppConfig, true>): OutboxModuleOptions {
+  return {
+    maxAttempts: config.get('OUTBOX_MAX_ATTEMPTS', { infer: true }),
+    deadRetryMs: Math.round(config.get('OUTBOX_DEAD_RETRY_HOURS', { infer: true }) * HOUR),
+    leaseMs: config.get('OUTBOX_LEASE_MS', { infer: true }),
+    handlerTimeoutMs: config.get('OUTBOX_HANDLER_TIMEOUT_MS', { infer: true }),
+    shutdownGraceMs: config.get('OUTBOX_SHUTDOWN_GRACE_MS', { infer: true }),
+    pollIntervalMs: config.get('OUTBOX_POLL_INTERVAL_MS', { infer: true }),
+    retention: {
+      retentionMs: Math.round(config.get('OUTBOX_RETENTION_DAYS', { infer: true }) * 24 * HOUR),
+    },
+    handlers: {
+      [WEBHOOK_SENDER]: {
+        // The POST's own timeout, and a second more for the handler to report it.
+        timeoutMs: config.get('WEBHOOK_TIMEOUT_MS', { infer: true }) + 1000,
+        retry: parseRetrySchedule(config.get('WEBHOOK_RETRY_SCHEDULE_MS', { infer: true })),
+      },
+    },
+  };
 }

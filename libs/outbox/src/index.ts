@@ -61,6 +61,8 @@ export {
 } from './outbox.repository';
 export type {
   ClaimOptions,
+  EmittedOutboxEvent,
+  OutboxEventFilter,
   EnqueuedEvent,
   DeliveredSettle,
   FailedSettle,

@@ -177,3 +177,22 @@ export interface OutboxEventDeadPayload {
   failedHandlers: string[];
   lastError: string | null;
 }
+
+/** Which events a testing helper looks at: every condition given must hold. */
+export interface OutboxEventFilter {
+  ids?: readonly string[];
+  type?: string;
+  aggregateType?: string;
+  aggregateId?: string;
+  correlationId?: string;
+}
+
+/** An event as it was emitted, and where its delivery stands (the testing kit's view). */
+export interface EmittedOutboxEvent<P = unknown> extends OutboxEvent<P> {
+  /** Claims so far. */
+  attempts: number;
+  /** Handlers that have delivered it. */
+  deliveredTo: string[];
+  dispatchedAt: Date | null;
+  deadAt: Date | null;
+}

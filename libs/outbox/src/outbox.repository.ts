@@ -1,5 +1,6 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import type { HandlerFailure } from './handler-policy';
+import type { OutboxEvent } from './outbox-handler.types';
 import { v7 as uuidv7 } from 'uuid';
 import {
   DEFAULT_OUTBOX_CHANNEL,
@@ -14,10 +15,12 @@ import {
 import type {
   ClaimOptions,
   DeliveredSettle,
+  EmittedOutboxEvent,
   EnqueuedEvent,
   FailedSettle,
   FailOutcome,
   MarkFailedOptions,
+  OutboxEventFilter,
   NewOutboxEvent,
   OutboxRecord,
   PendingState,
@@ -69,7 +72,8 @@ interface StateRow {
   oldest_due_wait_ms: number | null;
 }
 
-interface ClaimedRow {
+/** The columns of an event as it was emitted. */
+interface EventRow {
   id: string;
   type: string;
   aggregate_type: string;
@@ -81,6 +85,9 @@ interface ClaimedRow {
   occurred_at: Date;
   causation_id: string | null;
   correlation_id: string | null;
+}
+
+interface ClaimedRow extends EventRow {
   attempts: number;
   lease_expires_at: Date;
   deliveries: Record<string, string>;
@@ -262,6 +269,35 @@ export class OutboxRepository {
       'replayDead',
       SQL.REPLAY_DEAD,
       [[...ids], this.channel],
+      (rows: { id: string }[]) => rows.map((row) => row.id),
+    );
+  }
+
+  /**
+   * Events matching `filter`, in emit order (at most `limit`): through `manager`'s transaction
+   * when it has one, so what it wrote and has not committed yet is seen. For the testing kit.
+   */
+  async findEvents(
+    filter: OutboxEventFilter,
+    options: { manager?: EntityManager; limit?: number } = {},
+  ): Promise<OutboxResult<EmittedOutboxEvent[]>> {
+    const parameters = [...filterParameters(filter), options.limit ?? FIND_EVENTS_LIMIT];
+    const map = (rows: EmittedRow[]) => rows.map(toEmitted);
+    const manager = options.manager;
+    return manager?.queryRunner?.isTransactionActive
+      ? this.inTransaction('findEvents', manager, SQL.FIND_EVENTS, parameters, map)
+      : this.own('findEvents', SQL.FIND_EVENTS, parameters, map);
+  }
+
+  /**
+   * Makes live events matching `filter` that wait for a retry due now, each retrying handler
+   * included, and wakes the dispatchers. Returns their ids. For the testing kit.
+   */
+  async makeDue(filter: OutboxEventFilter): Promise<OutboxResult<string[]>> {
+    return this.own(
+      'makeDue',
+      SQL.MAKE_DUE,
+      [...filterParameters(filter), this.channel],
       (rows: { id: string }[]) => rows.map((row) => row.id),
     );
   }
@@ -515,7 +551,7 @@ function splitStale(
   };
 }
 
-function toRecord(row: ClaimedRow): OutboxRecord {
+function toEvent(row: EventRow): OutboxEvent {
   return {
     id: row.id,
     type: row.type,
@@ -528,11 +564,47 @@ function toRecord(row: ClaimedRow): OutboxRecord {
     occurredAt: row.occurred_at,
     causationId: row.causation_id,
     correlationId: row.correlation_id,
+  };
+}
+
+function toRecord(row: ClaimedRow): OutboxRecord {
+  return {
+    ...toEvent(row),
     attempts: row.attempts,
     leaseExpiresAt: row.lease_expires_at,
     deliveries: row.deliveries,
     failures: row.failures,
     deadAt: row.dead_at,
     lastError: row.last_error,
+  };
+}
+
+/** Most events one `findEvents` returns: a test that emits more asks for them by filter. */
+const FIND_EVENTS_LIMIT = 1000;
+
+function filterParameters(filter: OutboxEventFilter): unknown[] {
+  return [
+    filter.ids ? [...filter.ids] : null,
+    filter.type ?? null,
+    filter.aggregateType ?? null,
+    filter.aggregateId ?? null,
+    filter.correlationId ?? null,
+  ];
+}
+
+interface EmittedRow extends EventRow {
+  attempts: number;
+  deliveries: Record<string, unknown>;
+  dispatched_at: Date | null;
+  dead_at: Date | null;
+}
+
+function toEmitted(row: EmittedRow): EmittedOutboxEvent {
+  return {
+    ...toEvent(row),
+    attempts: row.attempts,
+    deliveredTo: Object.keys(row.deliveries),
+    dispatchedAt: row.dispatched_at,
+    deadAt: row.dead_at,
   };
 }

@@ -550,3 +550,60 @@ export const RELEASE = `
   SELECT id, (SELECT count(*) FROM woken) AS woken
   FROM released
 `;
+
+/**
+ * Shared filter of the testing helpers' statements: each condition applies when its value is
+ * given. $1 ids, $2 type, $3 aggregate type, $4 aggregate id, $5 correlation id.
+ */
+const EVENT_FILTER = `
+  ($1::uuid[] IS NULL OR id = ANY ($1::uuid[]))
+  AND ($2::text IS NULL OR type = $2::text)
+  AND ($3::text IS NULL OR aggregate_type = $3::text)
+  AND ($4::text IS NULL OR aggregate_id = $4::text)
+  AND ($5::text IS NULL OR correlation_id = $5::text)
+`;
+
+/**
+ * Events as emitted, in emit order, with where their delivery stands: for tests that assert
+ * what a service wrote (run in the service's transaction, it sees what has not committed yet).
+ * $1–$5 the filter, $6 the most rows returned.
+ */
+export const FIND_EVENTS = `
+  SELECT id, type, aggregate_type, aggregate_id, organization_id, request_id, payload, metadata,
+         occurred_at, causation_id, correlation_id, attempts, deliveries, dispatched_at, dead_at
+  FROM outbox_event
+  WHERE ${EVENT_FILTER}
+  ORDER BY occurred_at, id
+  LIMIT $6
+`;
+
+/**
+ * Travels past backoff: live events that wait for a retry become due now, and so does each of
+ * their handlers still retrying (one that used its attempts stays out). Events in flight,
+ * delivered or dead are left alone (a dead event is replayed with REPLAY_DEAD).
+ * $1–$5 the filter, $6 the channel to wake.
+ */
+export const MAKE_DUE = `
+  WITH due AS (
+    UPDATE outbox_event
+    SET next_attempt_at = least(next_attempt_at, now()),
+        failures = (
+          SELECT coalesce(
+                   jsonb_object_agg(
+                     f.key,
+                     CASE WHEN f.value ->> 'retryAt' IS NULL THEN f.value
+                          ELSE jsonb_set(f.value, '{retryAt}', to_jsonb(now())) END),
+                   '{}'::jsonb)
+          FROM jsonb_each(failures) AS f)
+    WHERE dispatched_at IS NULL
+      AND dead_at IS NULL
+      AND lease_expires_at IS NULL
+      AND ${EVENT_FILTER}
+    RETURNING id
+  ),
+  woken AS (
+    SELECT pg_notify($6, '') FROM (SELECT 1 FROM due LIMIT 1) AS any_due
+  )
+  SELECT id, (SELECT count(*) FROM woken) AS woken
+  FROM due
+`;

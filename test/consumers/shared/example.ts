@@ -10,6 +10,7 @@ import {
   type OutboxEvent,
   type TransactionalHandlerContext,
 } from 'nestjs-lease-outbox';
+import { expectEmitted } from 'nestjs-lease-outbox/testing';
 import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
 
 export class CreateAuditEntry1700000000000 implements MigrationInterface {
@@ -69,7 +70,13 @@ export async function emitAndAwaitDelivery(app: INestApplicationContext): Promis
       'SELECT 1 FROM audit_entry WHERE event_id = $1',
       [eventId],
     );
-    if (rows.length === 1) return `delivered invoice.paid in ${Date.now() - started} ms`;
+    if (rows.length === 1) {
+      const event = await expectEmitted(dataSource, {
+        type: 'invoice.paid',
+        payload: { id: invoiceId },
+      });
+      return `delivered ${event.type} to ${event.deliveredTo.join(', ')} in ${Date.now() - started} ms`;
+    }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   throw new Error(`event ${eventId} was not delivered within 20 s`);
