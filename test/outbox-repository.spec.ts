@@ -413,3 +413,24 @@ describe('OutboxRepository.replayDead', () => {
     ]);
   });
 });
+
+describe('OutboxRepository with a DataSource from a second copy of typeorm', () => {
+  it('claims and settles through any object shaped like a PostgreSQL DataSource, not only instances of this copy', async () => {
+    // What npm link or some pnpm layouts give: a DataSource whose class is another copy's.
+    const foreign = { driver: db.dataSource.driver, options: db.dataSource.options };
+    expect(foreign).not.toBeInstanceOf(DataSource);
+    const viaForeign = new OutboxRepository(foreign as unknown as DataSource);
+    await db.dataSource.transaction((manager) => viaForeign.enqueue(manager, good));
+
+    const claimed = await viaForeign.claim({ limit: 10, leaseMs: 60_000 });
+    expect(claimed).toMatchObject({ ok: true, value: [{ type: 'invoice.paid', attempts: 1 }] });
+    const [record] = claimed.ok ? claimed.value : [];
+    expect(
+      await viaForeign.markDelivered([
+        { id: record.id, attempts: record.attempts, handlers: ['audit'] },
+      ]),
+    ).toMatchObject({ ok: true });
+    const { rows } = await sql.query('SELECT dispatched_at IS NOT NULL AS done FROM outbox_event');
+    expect(rows).toEqual([{ done: true }]);
+  });
+});
