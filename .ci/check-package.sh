@@ -4,11 +4,12 @@
 #     tests or source maps;
 #   - its types and exports, with @arethetypeswrong/cli (CommonJS and ESM apps under node10,
 #     node16 and bundler resolution) and publint;
-#   - two fresh apps install the tarball with a plain `npm install` next to the current
-#     companions, compile with `skipLibCheck: false` and run the README's example on a real
-#     PostgreSQL ($DATABASE_URL: a database is created for each app):
-#       test/consumers/nest11-commonjs  Nest 11, TypeORM 1, CommonJS, no Terminus or schedule;
-#       test/consumers/nest12-esm       Nest 12, TypeORM 0.3, an ES module app, with both.
+#   - fresh apps install the tarball with a plain `npm install` next to the current companions,
+#     compile with `skipLibCheck: false` and run the README's example on a real PostgreSQL
+#     ($DATABASE_URL: a database is created for each app):
+#       test/consumers/nest11-commonjs    Nest 11, TypeORM 1, CommonJS, no Terminus or schedule;
+#       test/consumers/nest11-companions  the same with @nestjs/terminus 12 and @nestjs/schedule 12;
+#       test/consumers/nest12-esm         Nest 12, TypeORM 0.3, an ES module app, with both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -62,7 +63,10 @@ consumer() {
   local name=$1 app="$scratch/$1" database="consumer_${1//-/_}"
   shift
   cp -r "test/consumers/$name" "$app"
-  cp test/consumers/shared/*.ts "$app/src/"
+  cp test/consumers/shared/example.ts "$app/src/"
+  if grep -q '"@nestjs/terminus"' "$app/package.json"; then
+    cp test/consumers/shared/companions.ts "$app/src/"
+  fi
   echo "--- $name: npm install"
   (cd "$app" && npm install --no-audit --no-fund --loglevel=error "$tarball")
   (cd "$app" && node -e '
@@ -96,4 +100,5 @@ for optional in @nestjs/terminus @nestjs/schedule; do
     exit 1
   fi
 done
+consumer nest11-companions "nodenext nodenext"
 consumer nest12-esm "node16 node16" "nodenext nodenext" "esnext bundler"

@@ -1,4 +1,5 @@
-// A Nest 11 CommonJS app without the optional peers (@nestjs/terminus, @nestjs/schedule).
+// A Nest 11 CommonJS app without the optional peers (@nestjs/terminus, @nestjs/schedule): the
+// outbox must install, compile and run without them.
 import 'reflect-metadata';
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
