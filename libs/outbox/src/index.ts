@@ -18,6 +18,16 @@ export {
   type OutboxHandlerRegistration,
 } from './event-dispatcher';
 export { OutboxPublisher, type EmitOptions, type EmitResultOptions } from './outbox.publisher';
+export { OutboxAdmin } from './outbox-admin';
+export type {
+  DeadLetter,
+  DeadLetterFilter,
+  DeadLetterGroup,
+  DeadLetterList,
+  DeadLetterPage,
+  FailedHandler,
+  OutboxEventDetail,
+} from './dead-letters';
 export {
   OutboxDispatcher,
   SHUTDOWN_MARGIN_MS,
@@ -83,6 +93,7 @@ export type { OutboxResult } from './outbox.result';
 export {
   DuplicateOutboxHandlerError,
   EmptyOutboxHandlerEventsError,
+  InvalidOutboxAdminQueryError,
   InvalidOutboxEventError,
   InvalidOutboxHandlerNameError,
   InvalidOutboxHandlerPolicyError,

@@ -211,3 +211,19 @@ export class InvalidOutboxHandlerPolicyError extends OutboxError {
     super(OutboxMessages.invalidHandlerPolicy(handlerName, location, field, value, expected));
   }
 }
+
+/** An `OutboxAdmin` query was given a value it cannot use; names the field and the value. */
+export class InvalidOutboxAdminQueryError extends OutboxError {
+  constructor(
+    readonly field: string,
+    readonly value: unknown,
+    expected: string,
+  ) {
+    super(`OutboxAdmin: ${field} must be ${expected}, got ${describeValue(value)}`);
+  }
+}
+
+function describeValue(value: unknown): string {
+  const text = typeof value === 'string' ? JSON.stringify(value) : String(value);
+  return text.length > 80 ? `${text.slice(0, 80)}…` : text;
+}

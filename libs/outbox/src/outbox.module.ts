@@ -2,6 +2,7 @@ import { Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { DiscoveryModule, ModuleRef } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
 import { EventDispatcher } from './event-dispatcher';
+import { OutboxAdmin } from './outbox-admin';
 import { HandlerTransactions } from './handler-transactions';
 import { OutboxDispatcher } from './outbox.dispatcher';
 import { OutboxExplorer } from './outbox.explorer';
@@ -46,6 +47,7 @@ const providers: Provider[] = [
     useFactory: findScheduler,
   },
   OutboxMetadataAccessor,
+  OutboxAdmin,
   HandlerTransactions,
   EventDispatcher,
   OutboxExplorer,
@@ -65,6 +67,7 @@ const providers: Provider[] = [
   providers,
   exports: [
     OutboxPublisher,
+    OutboxAdmin,
     EventDispatcher,
     OutboxDispatcher,
     OutboxHealthIndicator,

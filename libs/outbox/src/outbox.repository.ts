@@ -30,6 +30,15 @@ import type {
   TypeFilterOptions,
 } from './outbox-event.types';
 import { toOutboxRow, type OutboxRow } from './outbox-event.validator';
+import {
+  encodeCursor,
+  toDeadLetter,
+  type DeadLetterFilter,
+  type DeadLetterGroup,
+  type DeadLetterList,
+  type DeadLetterRow,
+  type OutboxEventDetail,
+} from './dead-letters';
 import { fail, ok, type OutboxResult } from './outbox.result';
 import { scrubError } from './scrub-error';
 import { hasPoolDriver, runBounded, type StatementBounds } from './bounded-statement';
@@ -299,6 +308,73 @@ export class OutboxRepository {
       SQL.MAKE_DUE,
       [...filterParameters(filter), this.channel],
       (rows: { id: string }[]) => rows.map((row) => row.id),
+    );
+  }
+
+  /** A page of dead letters (see `LIST_DEAD_LETTERS`), and the cursor of the next one. */
+  async listDeadLetters(
+    filter: DeadLetterFilter,
+    page: { limit: number; after: { at: string; id: string } | null },
+  ): Promise<OutboxResult<DeadLetterList>> {
+    const parameters = [
+      ...deadLetterParameters(filter),
+      page.after?.at ?? null,
+      page.after?.id ?? null,
+      page.limit + 1,
+    ];
+    return this.own(
+      'listDeadLetters',
+      SQL.LIST_DEAD_LETTERS,
+      parameters,
+      (rows: DeadLetterRow[]) => {
+        const items = rows.slice(0, page.limit);
+        const last = items[items.length - 1];
+        return {
+          items: items.map(toDeadLetter),
+          next: rows.length > page.limit && last ? encodeCursor(last) : null,
+        };
+      },
+    );
+  }
+
+  /** Dead letters grouped by type, failed handler and error fingerprint, largest first. */
+  async groupDeadLetters(
+    filter: DeadLetterFilter,
+    limit: number,
+  ): Promise<OutboxResult<DeadLetterGroup[]>> {
+    return this.own(
+      'groupDeadLetters',
+      SQL.GROUP_DEAD_LETTERS,
+      [...deadLetterParameters(filter), limit],
+      (rows: GroupRow[]) =>
+        rows.map((row) => ({
+          type: row.type,
+          handler: row.handler,
+          fingerprint: row.fingerprint,
+          sampleError: row.sample_error,
+          count: row.count,
+          firstSeenAt: row.first_seen_at,
+          lastSeenAt: row.last_seen_at,
+        })),
+    );
+  }
+
+  /** One event whole, or null when there is none with this id. */
+  async findEvent(id: string): Promise<OutboxResult<OutboxEventDetail | null>> {
+    return this.own('findEvent', SQL.FIND_EVENT, [id], ([row]: DetailRow[]) =>
+      row
+        ? {
+            ...toEvent(row),
+            attempts: row.attempts,
+            deliveries: row.deliveries,
+            failures: row.failures,
+            lastError: row.last_error,
+            leaseExpiresAt: row.lease_expires_at,
+            nextAttemptAt: row.next_attempt_at,
+            dispatchedAt: row.dispatched_at,
+            deadAt: row.dead_at,
+          }
+        : null,
     );
   }
 
@@ -607,4 +683,39 @@ function toEmitted(row: EmittedRow): EmittedOutboxEvent {
     dispatchedAt: row.dispatched_at,
     deadAt: row.dead_at,
   };
+}
+
+function deadLetterParameters(filter: DeadLetterFilter): unknown[] {
+  return [
+    filter.includeRetrying ?? false,
+    filter.types ? [...filter.types] : null,
+    filter.handler ?? null,
+    filter.organizationId ?? null,
+    filter.aggregateType ?? null,
+    filter.aggregateId ?? null,
+    filter.deadAfter ?? null,
+    filter.deadBefore ?? null,
+    filter.errorContains ?? null,
+  ];
+}
+
+interface GroupRow {
+  type: string;
+  handler: string;
+  fingerprint: string;
+  sample_error: string | null;
+  count: number;
+  first_seen_at: Date;
+  last_seen_at: Date;
+}
+
+interface DetailRow extends EventRow {
+  attempts: number;
+  deliveries: Record<string, string>;
+  failures: Record<string, HandlerFailure>;
+  last_error: string | null;
+  lease_expires_at: Date | null;
+  next_attempt_at: Date;
+  dispatched_at: Date | null;
+  dead_at: Date | null;
 }

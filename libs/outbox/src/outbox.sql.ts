@@ -607,3 +607,79 @@ export const MAKE_DUE = `
   SELECT id, (SELECT count(*) FROM woken) AS woken
   FROM due
 `;
+
+/**
+ * Dead letters for OutboxAdmin: undelivered events that are dead, and (`$1`) those retrying
+ * after a failure, newest first by `coalesce(dead_at, occurred_at)` and id, read by keyset from
+ * `$10`/`$11` (the last row of the previous page; its time as `dead_letter_key` gives it with
+ * microseconds). Each condition applies when its value is given: $2 types, $3 a handler that has
+ * failed and not delivered, $4 organization, $5 aggregate type, $6 aggregate id, $7 dead (or
+ * occurred) at or after, $8 before, $9 text in the last error (case-insensitive). $12 the page
+ * size.
+ */
+const DEAD_LETTER_FILTER = `
+  dispatched_at IS NULL
+  AND (dead_at IS NOT NULL OR ($1::boolean AND failures <> '{}'::jsonb))
+  AND ($2::text[] IS NULL OR type = ANY ($2::text[]))
+  AND ($3::text IS NULL OR (failures ? $3::text AND NOT deliveries ? $3::text))
+  AND ($4::text IS NULL OR organization_id = $4::text)
+  AND ($5::text IS NULL OR aggregate_type = $5::text)
+  AND ($6::text IS NULL OR aggregate_id = $6::text)
+  AND ($7::timestamptz IS NULL OR coalesce(dead_at, occurred_at) >= $7::timestamptz)
+  AND ($8::timestamptz IS NULL OR coalesce(dead_at, occurred_at) < $8::timestamptz)
+  AND ($9::text IS NULL OR strpos(lower(last_error), lower($9::text)) > 0)
+`;
+
+export const LIST_DEAD_LETTERS = `
+  SELECT id, type, aggregate_type, aggregate_id, organization_id, attempts, deliveries, failures,
+         last_error, occurred_at, dead_at, next_attempt_at,
+         to_char(coalesce(dead_at, occurred_at) AT TIME ZONE 'UTC',
+                 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS dead_letter_key
+  FROM outbox_event
+  WHERE ${DEAD_LETTER_FILTER}
+    AND ($10::timestamptz IS NULL
+         OR (coalesce(dead_at, occurred_at), id) < ($10::timestamptz, $11::uuid))
+  ORDER BY coalesce(dead_at, occurred_at) DESC, id DESC
+  LIMIT $12
+`;
+
+/**
+ * Dead letters grouped by (type, failed handler, error fingerprint), so one outage reads as one
+ * line. A handler's error is its part of `last_error` (`<handler>: <message>; …`); the
+ * fingerprint is that message with numbers, UUIDs and hex ids replaced, hashed. $1–$9 as in
+ * LIST_DEAD_LETTERS, $10 the most groups returned (largest first).
+ */
+export const GROUP_DEAD_LETTERS = `
+  WITH failed AS (
+    SELECT e.type, h.key AS handler, coalesce(e.dead_at, e.occurred_at) AS seen_at,
+           (SELECT substr(part, length(h.key) + 3)
+            FROM unnest(string_to_array(e.last_error, '; ')) AS part
+            WHERE starts_with(part, h.key || ': ')
+            LIMIT 1) AS message
+    FROM (SELECT * FROM outbox_event WHERE ${DEAD_LETTER_FILTER}) AS e,
+         jsonb_object_keys(e.failures) AS h(key)
+    WHERE NOT e.deliveries ? h.key
+  ),
+  fingerprinted AS (
+    SELECT type, handler, seen_at, message,
+           md5(regexp_replace(coalesce(message, ''),
+                              '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|0x[0-9a-f]+|[0-9]+',
+                              '#', 'gi')) AS fingerprint
+    FROM failed
+  )
+  SELECT type, handler, fingerprint, min(message) AS sample_error, count(*)::int AS count,
+         min(seen_at) AS first_seen_at, max(seen_at) AS last_seen_at
+  FROM fingerprinted
+  GROUP BY type, handler, fingerprint
+  ORDER BY count(*) DESC, max(seen_at) DESC
+  LIMIT $10
+`;
+
+/** One event whole, whatever its state. $1 id. */
+export const FIND_EVENT = `
+  SELECT id, type, aggregate_type, aggregate_id, organization_id, request_id, payload, metadata,
+         occurred_at, causation_id, correlation_id, attempts, deliveries, failures, last_error,
+         lease_expires_at, next_attempt_at, dispatched_at, dead_at
+  FROM outbox_event
+  WHERE id = $1::uuid
+`;

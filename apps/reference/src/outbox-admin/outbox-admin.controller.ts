@@ -1,5 +1,21 @@
-import { Controller, Get, ServiceUnavailableException } from '@nestjs/common';
-import { OutboxDispatcher, OutboxRepository } from '@app/outbox';
+import {
+  BadRequestException,
+  Controller,
+  Get,
+  NotFoundException,
+  Param,
+  ParseUUIDPipe,
+  Query,
+  ServiceUnavailableException,
+} from '@nestjs/common';
+import {
+  InvalidOutboxAdminQueryError,
+  OutboxAdmin,
+  OutboxDispatcher,
+  OutboxRepository,
+  OutboxStoreError,
+} from '@app/outbox';
+import { DeadLettersQuery } from './dead-letters.query';
 
 /**
  * What the outbox holds right now: events by state, the lag, the dispatcher. Counts come from
@@ -11,6 +27,7 @@ export class OutboxAdminController {
   constructor(
     private readonly repository: OutboxRepository,
     private readonly dispatcher: OutboxDispatcher,
+    private readonly admin: OutboxAdmin,
   ) {}
 
   @Get()
@@ -29,5 +46,38 @@ export class OutboxAdminController {
       countLimit: pending.value.countLimit,
       nextDueInMs: pending.value.nextDueInMs,
     };
+  }
+
+  /** Dead (and with `includeRetrying=true`, retrying) events, newest first; `next` pages on. */
+  @Get('dead-letters')
+  deadLetters(@Query() query: DeadLettersQuery) {
+    return answer(() =>
+      this.admin.list(query.toFilter(), { limit: query.limit, after: query.after }),
+    );
+  }
+
+  /** Dead events by type, failed handler and error fingerprint, largest first. */
+  @Get('dead-letters/groups')
+  deadLetterGroups(@Query() query: DeadLettersQuery) {
+    return answer(() => this.admin.groups(query.toFilter()));
+  }
+
+  /** One event whole, whatever its state. */
+  @Get('events/:id')
+  async event(@Param('id', ParseUUIDPipe) id: string) {
+    const event = await answer(() => this.admin.show(id));
+    if (!event) throw new NotFoundException(`no outbox event ${id}`);
+    return event;
+  }
+}
+
+/** Bad input is the caller's (400); a store failure is the database's (503, scrubbed). */
+async function answer<T>(query: () => Promise<T>): Promise<T> {
+  try {
+    return await query();
+  } catch (error) {
+    if (error instanceof InvalidOutboxAdminQueryError) throw new BadRequestException(error.message);
+    if (error instanceof OutboxStoreError) throw new ServiceUnavailableException(error.message);
+    throw error;
   }
 }

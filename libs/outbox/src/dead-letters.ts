@@ -1,0 +1,150 @@
+import type { HandlerFailure } from './handler-policy';
+import type { OutboxEvent } from './outbox-handler.types';
+
+/** Which dead letters an `OutboxAdmin` query looks at: every condition given must hold. */
+export interface DeadLetterFilter {
+  types?: readonly string[];
+  /** A handler that has failed the event and not delivered it. */
+  handler?: string;
+  organizationId?: string;
+  aggregateType?: string;
+  aggregateId?: string;
+  /** Dead (retrying: emitted) at or after this time. */
+  deadAfter?: Date;
+  /** Dead (retrying: emitted) before this time. */
+  deadBefore?: Date;
+  /** Text the last error contains, case-insensitive. */
+  errorContains?: string;
+  /** Also events still retrying after a failure. Default false: dead events only. */
+  includeRetrying?: boolean;
+}
+
+export interface DeadLetterPage {
+  /** Items per page, 1 to 500. Default 50. */
+  limit?: number;
+  /** The `next` cursor of the previous page. */
+  after?: string;
+}
+
+export interface FailedHandler {
+  name: string;
+  /** Its failures on this event so far. */
+  failures: number;
+  /** Its next try, or null once it has used its attempts. */
+  retryAt: Date | null;
+}
+
+/** One undelivered event that failed: what failed, what was delivered, and when. */
+export interface DeadLetter {
+  id: string;
+  type: string;
+  aggregateType: string;
+  aggregateId: string;
+  organizationId: string | null;
+  state: 'dead' | 'retrying';
+  attempts: number;
+  failedHandlers: FailedHandler[];
+  deliveredHandlers: string[];
+  /** Scrubbed when it was recorded: `<handler>: <message>; …`. */
+  lastError: string | null;
+  occurredAt: Date;
+  deadAt: Date | null;
+  nextAttemptAt: Date;
+}
+
+export interface DeadLetterList {
+  items: DeadLetter[];
+  /** Pass as `after` for the next page; null on the last page. */
+  next: string | null;
+}
+
+/** Dead letters of one type that one handler failed with one kind of error. */
+export interface DeadLetterGroup {
+  type: string;
+  handler: string;
+  /** Hash of the handler's message with numbers, UUIDs and hex ids blanked out. */
+  fingerprint: string;
+  /** One of the group's messages, as recorded (scrubbed). */
+  sampleError: string | null;
+  count: number;
+  firstSeenAt: Date;
+  lastSeenAt: Date;
+}
+
+/** One event whole, for `OutboxAdmin.show`. */
+export interface OutboxEventDetail extends OutboxEvent {
+  attempts: number;
+  /** Handler name → when it delivered. */
+  deliveries: Record<string, string>;
+  failures: Record<string, HandlerFailure>;
+  lastError: string | null;
+  leaseExpiresAt: Date | null;
+  nextAttemptAt: Date;
+  dispatchedAt: Date | null;
+  deadAt: Date | null;
+}
+
+export interface DeadLetterRow {
+  id: string;
+  type: string;
+  aggregate_type: string;
+  aggregate_id: string;
+  organization_id: string | null;
+  attempts: number;
+  deliveries: Record<string, string>;
+  failures: Record<string, HandlerFailure>;
+  last_error: string | null;
+  occurred_at: Date;
+  dead_at: Date | null;
+  next_attempt_at: Date;
+  dead_letter_key: string;
+}
+
+export function toDeadLetter(row: DeadLetterRow): DeadLetter {
+  return {
+    id: row.id,
+    type: row.type,
+    aggregateType: row.aggregate_type,
+    aggregateId: row.aggregate_id,
+    organizationId: row.organization_id,
+    state: row.dead_at ? 'dead' : 'retrying',
+    attempts: row.attempts,
+    failedHandlers: Object.entries(row.failures)
+      .filter(([name]) => !(name in row.deliveries))
+      .map(([name, failure]) => ({
+        name,
+        failures: failure.count,
+        retryAt: failure.retryAt === null ? null : new Date(failure.retryAt),
+      })),
+    deliveredHandlers: Object.keys(row.deliveries),
+    lastError: row.last_error,
+    occurredAt: row.occurred_at,
+    deadAt: row.dead_at,
+    nextAttemptAt: row.next_attempt_at,
+  };
+}
+
+/** The keyset cursor: the last row's sort time (microseconds, UTC) and id, opaque to callers. */
+export function encodeCursor(row: DeadLetterRow): string {
+  return Buffer.from(JSON.stringify([row.dead_letter_key, row.id])).toString('base64url');
+}
+
+/** The cursor's parts, or null when it is not one `encodeCursor` made. */
+export function decodeCursor(cursor: string): { at: string; id: string } | null {
+  try {
+    const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (
+      Array.isArray(parsed) &&
+      parsed.length === 2 &&
+      typeof parsed[0] === 'string' &&
+      /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(parsed[0]) &&
+      typeof parsed[1] === 'string' &&
+      /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(parsed[1])
+    ) {
+      return { at: parsed[0], id: parsed[1] };
+    }
+  } catch {
+    // Not base64url JSON: reported below like any other foreign cursor.
+  }
+  return null;
+}

@@ -1,0 +1,237 @@
+import { Injectable, type INestApplication } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import {
+  InvalidOutboxAdminQueryError,
+  OnOutboxEvent,
+  OutboxAdmin,
+  OutboxPublisher,
+  type DeadLetter,
+  type NewOutboxEvent,
+  type OutboxEvent,
+} from '@app/outbox';
+import { drainUntilIdle, outboxTestingOptions } from '@app/outbox/testing';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { createOutboxApp } from './support/outbox-app';
+
+/** OutboxAdmin: dead letters listed, paged, grouped and shown, on events that really failed. */
+
+type Payload = { n: number; mail?: 'down'; card?: 'declined'; slow?: true };
+
+@Injectable()
+class Handlers {
+  @OnOutboxEvent('mailer', { events: ['member.invited', 'invoice.paid'] })
+  mailer(event: OutboxEvent<Payload>) {
+    if (event.payload.mail === 'down') throw new Error(`SMTP 421 busy, queue ${event.payload.n}`);
+  }
+
+  @OnOutboxEvent('ledger', { events: ['invoice.paid'] })
+  ledger() {}
+
+  @OnOutboxEvent('billing', { events: ['invoice.paid'] })
+  billing(event: OutboxEvent<Payload>) {
+    if (event.payload.card === 'declined')
+      throw new Error(`card ending ${event.payload.n} declined`);
+  }
+
+  @OnOutboxEvent('slowpoke', { events: ['report.requested'], maxAttempts: 3, retry: [3_600_000] })
+  slowpoke() {
+    throw new Error('report service unavailable');
+  }
+}
+
+let db: TestDatabase;
+let app: INestApplication;
+let admin: OutboxAdmin;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  app = await createOutboxApp({
+    url: db.url,
+    outbox: outboxTestingOptions({ maxAttempts: 1 }),
+    providers: [Handlers],
+  });
+  admin = app.get(OutboxAdmin);
+});
+
+afterAll(async () => {
+  await app?.close();
+  await db?.close();
+});
+
+beforeEach(async () => {
+  await db.dataSource.query('TRUNCATE outbox_event');
+});
+
+async function emitAll(events: NewOutboxEvent<Payload>[]): Promise<string[]> {
+  const ids = await app
+    .get(DataSource)
+    .transaction((manager) => app.get(OutboxPublisher).emit(events, { manager }));
+  await drainUntilIdle(app);
+  return ids;
+}
+
+const event = (
+  type: string,
+  payload: Payload,
+  organizationId = 'org-1',
+): NewOutboxEvent<Payload> => ({
+  type,
+  aggregateType: type.split('.')[0],
+  aggregateId: `agg-${payload.n}`,
+  organizationId,
+  payload,
+});
+
+describe('OutboxAdmin.list', () => {
+  it('lists dead events newest first, with what failed, what was delivered and the scrubbed error', async () => {
+    const [invited, paid] = await emitAll([
+      event('member.invited', { n: 1, mail: 'down' }),
+      event('invoice.paid', { n: 2, mail: 'down' }),
+      event('invoice.paid', { n: 3 }),
+    ]);
+    const { items, next } = await admin.list();
+    expect(next).toBeNull();
+    expect(items.map((i) => i.id).sort()).toEqual([invited, paid].sort());
+    const paidItem = items.find((i) => i.id === paid)!;
+    expect(paidItem).toMatchObject({
+      type: 'invoice.paid',
+      state: 'dead',
+      attempts: 1,
+      failedHandlers: [{ name: 'mailer', failures: 1, retryAt: null }],
+      lastError: 'mailer: Error: SMTP 421 busy, queue 2',
+    });
+    expect(paidItem.deliveredHandlers.sort()).toEqual(['billing', 'ledger']);
+    expect(paidItem.deadAt).not.toBeNull();
+  });
+
+  it('pages by keyset: every dead event once, in one order, through equal and sub-millisecond dead times', async () => {
+    await emitAll(
+      Array.from({ length: 7 }, (_, n) => event('member.invited', { n, mail: 'down' })),
+    );
+    // Events settled in one statement die at the same time, and times differ below a
+    // millisecond (which a JavaScript Date cannot hold): the cursor must get both right.
+    await db.dataSource.query(
+      `UPDATE outbox_event
+       SET dead_at = CASE WHEN (payload ->> 'n')::int < 4 THEN timestamptz '2026-01-01 00:00:00.000001+00'
+                          ELSE timestamptz '2026-01-01 00:00:00.000002+00' END`,
+    );
+    const whole = await admin.list({}, { limit: 100 });
+    expect(whole.items).toHaveLength(7);
+    expect(new Set(whole.items.map((i) => i.deadAt!.getTime())).size).toBe(1);
+
+    const paged: DeadLetter[] = [];
+    let after: string | undefined;
+    let pages = 0;
+    do {
+      const page = await admin.list({}, { limit: 3, after });
+      paged.push(...page.items);
+      after = page.next ?? undefined;
+      pages += 1;
+    } while (after && pages < 10);
+    expect(pages).toBe(3);
+    expect(paged.map((i) => i.id)).toEqual(whole.items.map((i) => i.id));
+  });
+
+  it('filters by type, failed handler, organization, aggregate, error text, time, and includes retrying events on request', async () => {
+    const [invited, , declined, report] = await emitAll([
+      event('member.invited', { n: 1, mail: 'down' }, 'org-a'),
+      event('invoice.paid', { n: 2, mail: 'down' }, 'org-b'),
+      event('invoice.paid', { n: 3, card: 'declined' }, 'org-b'),
+      event('report.requested', { n: 4, slow: true }),
+    ]);
+    const ids = async (filter: Parameters<OutboxAdmin['list']>[0]) =>
+      (await admin.list(filter)).items.map((i) => i.id).sort();
+
+    expect(await ids({ types: ['member.invited'] })).toEqual([invited]);
+    expect(await ids({ handler: 'billing' })).toEqual([declined]);
+    expect(await ids({ handler: 'ledger' })).toEqual([]);
+    expect(await ids({ organizationId: 'org-a' })).toEqual([invited]);
+    expect(await ids({ aggregateType: 'invoice', aggregateId: 'agg-3' })).toEqual([declined]);
+    expect(await ids({ errorContains: 'CARD ENDING' })).toEqual([declined]);
+    expect(await ids({ deadBefore: new Date(Date.now() - 3_600_000) })).toEqual([]);
+    expect((await ids({ deadAfter: new Date(Date.now() - 3_600_000) })).length).toBe(3);
+
+    expect(await ids({})).not.toContain(report);
+    const withRetrying = await admin.list({ includeRetrying: true, types: ['report.requested'] });
+    expect(withRetrying.items).toMatchObject([
+      {
+        id: report,
+        state: 'retrying',
+        deadAt: null,
+        failedHandlers: [{ name: 'slowpoke', failures: 1 }],
+      },
+    ]);
+    expect(withRetrying.items[0].failedHandlers[0].retryAt!.getTime()).toBeGreaterThan(Date.now());
+  });
+});
+
+describe('OutboxAdmin.groups', () => {
+  it('groups by type, failed handler and error fingerprint: one outage is one line', async () => {
+    await emitAll([
+      ...Array.from({ length: 4 }, (_, n) => event('invoice.paid', { n, mail: 'down' })),
+      ...Array.from({ length: 2 }, (_, n) => event('member.invited', { n: n + 10, mail: 'down' })),
+      event('invoice.paid', { n: 99, card: 'declined' }),
+    ]);
+    const groups = await admin.groups();
+    expect(groups.map((g) => [g.type, g.handler, g.count])).toEqual([
+      ['invoice.paid', 'mailer', 4],
+      ['member.invited', 'mailer', 2],
+      ['invoice.paid', 'billing', 1],
+    ]);
+    // The queue numbers differ; the fingerprint does not.
+    expect(groups[0].fingerprint).toBe(groups[1].fingerprint);
+    expect(groups[0].sampleError).toMatch(/^Error: SMTP 421 busy, queue \d+$/);
+    expect(groups[2]).toMatchObject({ sampleError: 'Error: card ending 99 declined' });
+    expect(groups[0].firstSeenAt.getTime()).toBeLessThanOrEqual(groups[0].lastSeenAt.getTime());
+
+    expect((await admin.groups({ handler: 'billing' })).map((g) => g.count)).toEqual([1]);
+  });
+});
+
+describe('OutboxAdmin.show', () => {
+  it('shows one event whole, with its delivery map and failures; null for an unknown id', async () => {
+    const [paid] = await emitAll([event('invoice.paid', { n: 5, card: 'declined' })]);
+    const detail = await admin.show(paid);
+    expect(detail).toMatchObject({
+      id: paid,
+      type: 'invoice.paid',
+      payload: { n: 5, card: 'declined' },
+      attempts: 1,
+      failures: { billing: { count: 1, retryAt: null } },
+      lastError: 'billing: Error: card ending 5 declined',
+      dispatchedAt: null,
+    });
+    expect(Object.keys(detail!.deliveries).sort()).toEqual(['ledger', 'mailer']);
+    expect(await admin.show('00000000-0000-4000-8000-000000000000')).toBeNull();
+  });
+});
+
+describe('OutboxAdmin refuses bad input before querying, naming the field and the value', () => {
+  it.each([
+    [
+      'page.limit',
+      () => admin.list({}, { limit: 0 }),
+      'OutboxAdmin: page.limit must be an integer from 1 to 500, got 0',
+    ],
+    [
+      'page.after',
+      () => admin.list({}, { after: 'not-a-cursor' }),
+      'OutboxAdmin: page.after must be a `next` cursor of list, got "not-a-cursor"',
+    ],
+    [
+      'filter.deadAfter',
+      () => admin.list({ deadAfter: new Date('nope') }),
+      'OutboxAdmin: filter.deadAfter must be a valid Date, got Invalid Date',
+    ],
+    [
+      'filter.types',
+      () => admin.groups({ types: [''] }),
+      'OutboxAdmin: filter.types must be a list of non-empty strings, got ',
+    ],
+    ['id', () => admin.show('42'), 'OutboxAdmin: id must be a UUID, got "42"'],
+  ])('%s', async (_field, call, message) => {
+    const error = await call().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidOutboxAdminQueryError);
+    expect((error as Error).message).toContain(message);
+  });
+});
