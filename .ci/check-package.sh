@@ -15,9 +15,27 @@ cd "$(dirname "$0")/.."
 root=$PWD
 : "${DATABASE_URL:?check-package.sh needs DATABASE_URL (a server where it may create databases)}"
 scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
+databases=()
 
-tarball="$scratch/$(cd libs/outbox && npm pack --silent --pack-destination "$scratch")"
+# The scratch directory and every consumer database go, whatever the outcome.
+cleanup() {
+  local database
+  for database in "${databases[@]}"; do
+    psql_url=$DATABASE_URL node -e '
+      const { Client } = require("pg");
+      const client = new Client({ connectionString: process.env.psql_url });
+      client.connect()
+        .then(() => client.query(`DROP DATABASE IF EXISTS ${process.argv[1]} WITH (FORCE)`))
+        .finally(() => client.end());
+    ' "$database" || true
+  done
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+
+# The file name from npm's JSON report: its plain output also carries what prepack prints.
+packed=$(cd libs/outbox && npm pack --json --pack-destination "$scratch")
+tarball="$scratch/$(node -e 'console.log(JSON.parse(process.argv[1])[0].filename)' "$packed")"
 mkdir "$scratch/unpacked"
 tar -xzf "$tarball" -C "$scratch/unpacked"
 node - "$scratch/unpacked/package" <<'JS'
@@ -33,7 +51,7 @@ const walk = (d) =>
   });
 walk(dir);
 const problems = [];
-const needed = ['package.json', 'README.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts'];
+const needed = ['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md', 'dist/index.js', 'dist/index.d.ts'];
 for (const file of [...needed, 'dist/esm/index.js', 'dist/esm/index.d.ts']) {
   if (!files.includes(file)) problems.push(`missing ${file}`);
 }
@@ -62,6 +80,7 @@ database_url() {
 consumer() {
   local name=$1 app="$scratch/$1" database="consumer_${1//-/_}"
   shift
+  databases+=("$database")
   cp -r "test/consumers/$name" "$app"
   cp test/consumers/shared/example.ts "$app/src/"
   if grep -q '"@nestjs/terminus"' "$app/package.json"; then

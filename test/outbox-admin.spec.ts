@@ -188,6 +188,51 @@ describe('OutboxAdmin.groups', () => {
   });
 });
 
+describe('OutboxAdmin.groups narrows and fingerprints per handler', () => {
+  it('keeps to the handler and the error text asked for, also on events where several handlers failed', async () => {
+    await emitAll([
+      event('invoice.paid', { n: 1, mail: 'down', card: 'declined' }),
+      event('invoice.paid', { n: 2, mail: 'down' }),
+    ]);
+    const rows = (groups: Awaited<ReturnType<OutboxAdmin['groups']>>) =>
+      groups.map((g) => [g.handler, g.count]);
+    expect(rows(await admin.groups())).toEqual([
+      ['mailer', 2],
+      ['billing', 1],
+    ]);
+    expect(rows(await admin.groups({ handler: 'billing' }))).toEqual([['billing', 1]]);
+    expect(rows(await admin.groups({ errorContains: 'smtp' }))).toEqual([['mailer', 2]]);
+  });
+
+  it('blanks hex ids in the fingerprint, and groups events that name no failed handler under null', async () => {
+    const ids = await emitAll([
+      event('member.invited', { n: 1, mail: 'down' }),
+      event('member.invited', { n: 2, mail: 'down' }),
+      event('member.invited', { n: 3, mail: 'down' }),
+    ]);
+    await db.dataSource.query(
+      `UPDATE outbox_event SET last_error = 'mailer: Error: no template ' || $2
+       WHERE id = $1`,
+      [ids[0], '5f2b7c9e1a2b3c4d5e6f7a8b'],
+    );
+    await db.dataSource.query(
+      `UPDATE outbox_event SET last_error = 'mailer: Error: no template ' || $2
+       WHERE id = $1`,
+      [ids[1], 'deadbeefcafe0123'],
+    );
+    // What an older version's event-level rule left: dead, no per-handler failures.
+    await db.dataSource.query(
+      `UPDATE outbox_event SET failures = '{}', last_error = 'Error: relay gave up' WHERE id = $1`,
+      [ids[2]],
+    );
+    const groups = await admin.groups();
+    expect(groups.map((g) => [g.handler, g.count, g.sampleError])).toEqual([
+      ['mailer', 2, expect.stringMatching(/^Error: no template [0-9a-f]+$/)],
+      [null, 1, 'Error: relay gave up'],
+    ]);
+  });
+});
+
 describe('OutboxAdmin.show', () => {
   it('shows one event whole, with its delivery map and failures; null for an unknown id', async () => {
     const [paid] = await emitAll([event('invoice.paid', { n: 5, card: 'declined' })]);
@@ -226,7 +271,12 @@ describe('OutboxAdmin refuses bad input before querying, naming the field and th
     [
       'filter.types',
       () => admin.groups({ types: [''] }),
-      'OutboxAdmin: filter.types must be a list of non-empty strings, got ',
+      'OutboxAdmin: filter.types must be a non-empty list of non-empty strings, got ',
+    ],
+    [
+      'filter.types (empty)',
+      () => admin.list({ types: [] }),
+      'OutboxAdmin: filter.types must be a non-empty list of non-empty strings, got ',
     ],
     ['id', () => admin.show('42'), 'OutboxAdmin: id must be a UUID, got "42"'],
   ])('%s', async (_field, call, message) => {

@@ -204,7 +204,12 @@ describe('drainUntilIdle and makeDue', () => {
     expect(await app.get(OutboxDispatcher).drainOnce()).toMatchObject({ claimed: 0 });
 
     expect(await makeDue(app, { type: 'receipt.sent' })).toEqual([]);
+    // A fresh event is already due: makeDue leaves it alone and does not report it.
+    const fresh = await dataSource.transaction((manager) =>
+      publisher.emit(invoicePaid({ aggregateId: 'inv-fresh' }), { manager }),
+    );
     expect(await makeDue(app, { type: 'invoice.paid' })).toEqual([id]);
+    await dataSource.query('DELETE FROM outbox_event WHERE id = $1', [fresh]);
     expect(await app.get(OutboxDispatcher).drainOnce()).toMatchObject({
       claimed: 1,
       delivered: 1,

@@ -61,8 +61,16 @@ export interface DeadLetterList {
 /** Dead letters of one type that one handler failed with one kind of error. */
 export interface DeadLetterGroup {
   type: string;
-  handler: string;
-  /** Hash of the handler's message with numbers, UUIDs and hex ids blanked out. */
+  /**
+   * The handler that failed; null for events that record no failed handler (dead under the
+   * event-level rule of an older version).
+   */
+  handler: string | null;
+  /**
+   * Hash of the handler's message (its part of the last error) with UUIDs, hex ids and numbers
+   * blanked out. A handler that used its attempts before the event's last failed attempt has no
+   * message there: its events group under the hash of an empty message.
+   */
   fingerprint: string;
   /** One of the group's messages, as recorded (scrubbed). */
   sampleError: string | null;

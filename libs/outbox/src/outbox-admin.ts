@@ -84,9 +84,16 @@ function checkFilter(filter: DeadLetterFilter): void {
   const types = filter.types;
   if (
     types !== undefined &&
-    (!Array.isArray(types) || types.some((t) => typeof t !== 'string' || t.length === 0))
+    (!Array.isArray(types) ||
+      types.length === 0 ||
+      types.some((t) => typeof t !== 'string' || t.length === 0))
   ) {
-    throw new InvalidOutboxAdminQueryError('filter.types', types, 'a list of non-empty strings');
+    // An empty list would match nothing; leave `types` out to mean every type.
+    throw new InvalidOutboxAdminQueryError(
+      'filter.types',
+      types,
+      'a non-empty list of non-empty strings',
+    );
   }
 }
 

@@ -701,7 +701,7 @@ function deadLetterParameters(filter: DeadLetterFilter): unknown[] {
 
 interface GroupRow {
   type: string;
-  handler: string;
+  handler: string | null;
   fingerprint: string;
   sample_error: string | null;
   count: number;

@@ -578,9 +578,10 @@ export const FIND_EVENTS = `
 `;
 
 /**
- * Travels past backoff: live events that wait for a retry become due now, and so does each of
- * their handlers still retrying (one that used its attempts stays out). Events in flight,
- * delivered or dead are left alone (a dead event is replayed with REPLAY_DEAD).
+ * Travels past backoff: live events that wait for a retry (the event, or one of its handlers, is
+ * due later) become due now, and so does each of their handlers still retrying (one that used
+ * its attempts stays out). Events already due, in flight, delivered or dead are left alone (a
+ * dead event is replayed with REPLAY_DEAD).
  * $1–$5 the filter, $6 the channel to wake.
  */
 export const MAKE_DUE = `
@@ -598,6 +599,9 @@ export const MAKE_DUE = `
     WHERE dispatched_at IS NULL
       AND dead_at IS NULL
       AND lease_expires_at IS NULL
+      AND (next_attempt_at > now()
+           OR EXISTS (SELECT 1 FROM jsonb_each(failures) AS w
+                      WHERE (w.value ->> 'retryAt')::timestamptz > now()))
       AND ${EVENT_FILTER}
     RETURNING id
   ),
@@ -645,27 +649,36 @@ export const LIST_DEAD_LETTERS = `
 
 /**
  * Dead letters grouped by (type, failed handler, error fingerprint), so one outage reads as one
- * line. A handler's error is its part of `last_error` (`<handler>: <message>; …`); the
- * fingerprint is that message with numbers, UUIDs and hex ids replaced, hashed. $1–$9 as in
- * LIST_DEAD_LETTERS, $10 the most groups returned (largest first).
+ * line. A row per failed, undelivered handler of each event; `$3` and `$9` then narrow those rows
+ * to the handler and the error text asked for. A handler's error is its part of `last_error`
+ * (`<handler>: <message>; …`, written by the event's last failed attempt: a handler that used its
+ * attempts earlier has none there). An event that records no failed handler (dead under the
+ * event-level rule of an older version) gives one row with a null handler and its whole error.
+ * The fingerprint is the message with UUIDs, hex ids and numbers blanked out, hashed.
+ * $1–$9 as in LIST_DEAD_LETTERS, $10 the most groups returned (largest first).
  */
 export const GROUP_DEAD_LETTERS = `
   WITH failed AS (
     SELECT e.type, h.key AS handler, coalesce(e.dead_at, e.occurred_at) AS seen_at,
-           (SELECT substr(part, length(h.key) + 3)
-            FROM unnest(string_to_array(e.last_error, '; ')) AS part
-            WHERE starts_with(part, h.key || ': ')
-            LIMIT 1) AS message
-    FROM (SELECT * FROM outbox_event WHERE ${DEAD_LETTER_FILTER}) AS e,
-         jsonb_object_keys(e.failures) AS h(key)
-    WHERE NOT e.deliveries ? h.key
+           CASE WHEN h.key IS NULL THEN e.last_error
+                ELSE (SELECT substr(part, length(h.key) + 3)
+                      FROM unnest(string_to_array(e.last_error, '; ')) AS part
+                      WHERE starts_with(part, h.key || ': ')
+                      LIMIT 1)
+           END AS message
+    FROM (SELECT * FROM outbox_event WHERE ${DEAD_LETTER_FILTER}) AS e
+    LEFT JOIN LATERAL (
+      SELECT k.key FROM jsonb_object_keys(e.failures) AS k(key) WHERE NOT e.deliveries ? k.key
+    ) AS h ON true
+    WHERE $3::text IS NULL OR h.key = $3::text
   ),
   fingerprinted AS (
     SELECT type, handler, seen_at, message,
            md5(regexp_replace(coalesce(message, ''),
-                              '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|0x[0-9a-f]+|[0-9]+',
+                              '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|0x[0-9a-f]+|\\m[0-9a-f]{8,}\\M|[0-9]+',
                               '#', 'gi')) AS fingerprint
     FROM failed
+    WHERE $9::text IS NULL OR strpos(lower(message), lower($9::text)) > 0
   )
   SELECT type, handler, fingerprint, min(message) AS sample_error, count(*)::int AS count,
          min(seen_at) AS first_seen_at, max(seen_at) AS last_seen_at

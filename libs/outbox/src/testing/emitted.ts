@@ -48,9 +48,9 @@ export async function expectEmitted<P = unknown>(
     );
   }
   const all = await emitted(source, {});
-  const near = candidates.map(
-    (event) => `${event.id}: payload${firstDifference(event.payload, payload) ?? ''} differs`,
-  );
+  const near = candidates
+    .slice(0, DESCRIBED_EVENTS)
+    .map((event) => `${event.id}: payload${firstDifference(event.payload, payload) ?? ''} differs`);
   throw new OutboxExpectationError(
     `expected an outbox event of type "${expected.type}"` +
       (payload === undefined ? '' : ' with a matching payload') +
@@ -73,8 +73,13 @@ export async function expectNotEmitted(
 // Types and ids only: payloads may hold what must not reach a log, CI output included.
 function describe(events: readonly EmittedOutboxEvent[]): string {
   if (events.length === 0) return 'none was emitted';
-  return `emitted: ${events.map((event) => `${event.type} (${event.id})`).join(', ')}`;
+  const shown = events.slice(0, DESCRIBED_EVENTS).map((event) => `${event.type} (${event.id})`);
+  const more = events.length - shown.length;
+  return `emitted: ${shown.join(', ')}${more > 0 ? ` and ${more} more` : ''}`;
 }
+
+/** Events a failed expectation names, so a busy test's message stays readable. */
+const DESCRIBED_EVENTS = 20;
 
 function split(source: EmittedSource): { dataSource: DataSource; manager?: EntityManager } {
   // By shape, not instanceof: a second copy of typeorm must work too.
