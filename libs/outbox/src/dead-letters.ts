@@ -1,5 +1,6 @@
 import type { HandlerFailure } from './handler-policy';
 import type { OutboxEvent } from './outbox-handler.types';
+import { isUuid } from './outbox-event.validator';
 
 /** Which dead letters an `OutboxAdmin` query looks at: every condition given must hold. */
 export interface DeadLetterFilter {
@@ -146,8 +147,7 @@ export function decodeCursor(cursor: string): { at: string; id: string } | null 
       parsed.length === 2 &&
       typeof parsed[0] === 'string' &&
       /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(parsed[0]) &&
-      typeof parsed[1] === 'string' &&
-      /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(parsed[1])
+      isUuid(parsed[1])
     ) {
       return { at: parsed[0], id: parsed[1] };
     }

@@ -8,12 +8,12 @@ import {
   type OutboxEventDetail,
 } from './dead-letters';
 import { InvalidOutboxAdminQueryError } from './outbox.errors';
+import { isUuid } from './outbox-event.validator';
 import { OutboxRepository } from './outbox.repository';
 
 const DEFAULT_PAGE = 50;
 const MAX_PAGE = 500;
 const MAX_GROUPS = 100;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * What an operator needs to see of events that failed, without SQL: dead letters page by page,
@@ -55,7 +55,7 @@ export class OutboxAdmin {
 
   /** One event whole with its delivery map, whatever its state; null when there is none. */
   async show(id: string): Promise<OutboxEventDetail | null> {
-    if (typeof id !== 'string' || !UUID.test(id)) {
+    if (!isUuid(id)) {
       throw new InvalidOutboxAdminQueryError('id', id, 'a UUID');
     }
     return unwrap(await this.repository.findEvent(id));

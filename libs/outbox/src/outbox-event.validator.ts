@@ -19,6 +19,11 @@ export interface OutboxRow {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** Whether `value` is a UUID in its text form, as the outbox's id columns take it. */
+export function isUuid(value: unknown): value is string {
+  return typeof value === 'string' && UUID.test(value);
+}
+
 /**
  * Checks one event and shapes it for the enqueue statement. Throws a typed error naming the
  * field and value (or the event type and the path of the unserialisable part), so a bad event
@@ -53,7 +58,7 @@ export function toOutboxRow(event: NewOutboxEvent): OutboxRow {
 }
 
 function requireUuid(field: string, value: unknown): string {
-  if (typeof value !== 'string' || !UUID.test(value)) {
+  if (!isUuid(value)) {
     throw new InvalidOutboxEventError(field, value, 'a UUID');
   }
   return value.toLowerCase();
