@@ -5,6 +5,7 @@ import { WebhooksOnOutbox1766500000000 } from './1766500000000-webhooks-on-outbo
 import { OutboxDueIndex1765000000000 } from '../libs/outbox/src/migrations/1765000000000-outbox-due-index';
 import { OutboxEventCausation1766000000000 } from '../libs/outbox/src/migrations/1766000000000-outbox-event-causation';
 import { OutboxHandlerFailures1767000000000 } from '../libs/outbox/src/migrations/1767000000000-outbox-handler-failures';
+import { OutboxDiscard1768000000000 } from '../libs/outbox/src/migrations/1768000000000-outbox-discard';
 
 /** The reference app's own tables; they run after the outbox's. */
 export const REFERENCE_APP_MIGRATIONS = [
@@ -18,6 +19,7 @@ export {
   OutboxDueIndex1765000000000,
   OutboxEventCausation1766000000000,
   OutboxHandlerFailures1767000000000,
+  OutboxDiscard1768000000000,
   CreateReferenceApp1764500000000,
   WebhooksOnOutbox1766500000000,
 };

@@ -191,8 +191,8 @@ describe('pendingState and nextDue read indexes only', () => {
       expect(new Set(scans.map((scan) => scan['Index Name']))).toEqual(
         new Set(
           name === 'NEXT_DUE'
-            ? ['outbox_event_due_idx', 'outbox_event_dead_due_idx']
-            : ['outbox_event_due_idx', 'outbox_event_dead_due_idx', 'outbox_event_leased_idx'],
+            ? ['outbox_event_due_idx', 'outbox_event_dead_retry_idx']
+            : ['outbox_event_due_idx', 'outbox_event_dead_retry_idx', 'outbox_event_leased_idx'],
         ),
       );
       // Each count stops at the cap and each probe at its first entry, whatever the backlog.
@@ -323,7 +323,14 @@ describe('OutboxDueIndex1765000000000 upgrades a 0.1 table in place', () => {
     expect(after.dead.next_attempt_at.getTime()).toBe(
       before.dead.dead_at.getTime() + 6 * 3_600_000,
     );
-    expect(await indexes()).toEqual(freshIndexes);
+    // The indexes of this version (a later migration replaces the dead one).
+    const dueIndexVersion = [
+      'outbox_event_dead_due_idx',
+      'outbox_event_dispatched_idx',
+      'outbox_event_due_idx',
+      'outbox_event_leased_idx',
+    ];
+    expect(Object.keys(await indexes()).sort()).toEqual(dueIndexVersion);
 
     // down() restores the 0.1 indexes, and up() runs again on top of it.
     await migrate(UP_TO_DUE_INDEX, (dataSource) => dataSource.undoLastMigration());
@@ -332,12 +339,13 @@ describe('OutboxDueIndex1765000000000 upgrades a 0.1 table in place', () => {
       dataSource.runMigrations({ transaction: 'each' }),
     );
     expect(await rowsByType()).toEqual(after);
-    expect(await indexes()).toEqual(freshIndexes);
+    expect(Object.keys(await indexes()).sort()).toEqual(dueIndexVersion);
 
     // The later migrations, which the claim's statement needs.
     await migrate(OUTBOX_MIGRATIONS, (dataSource) =>
       dataSource.runMigrations({ transaction: 'each' }),
     );
+    expect(await indexes()).toEqual(freshIndexes);
 
     // The new claim takes the fresh row and the one whose lease ran out, in due order; not the
     // retrying row, the row still leased, the dead row (due in 4 hours) or the delivered one.

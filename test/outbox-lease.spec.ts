@@ -926,7 +926,7 @@ describe('outbox lease proof', () => {
       // The due indexes pick the rows; the primary key is how the update reaches them.
       const indexes = new Set(nodes.flatMap((n) => n['Index Name'] ?? []));
       expect([...indexes].sort()).toEqual([
-        'outbox_event_dead_due_idx',
+        'outbox_event_dead_retry_idx',
         'outbox_event_due_idx',
         'outbox_event_pkey',
       ]);

@@ -59,6 +59,8 @@ describe('outbox schema', () => {
       'causation_id',
       'correlation_id',
       'failures',
+      'discarded_at',
+      'discard_reason',
     ]);
 
     const primaryKey = await db.dataSource.query<{ definition: string }[]>(
@@ -72,9 +74,15 @@ describe('outbox schema', () => {
   it('creates the partial indexes the claim, the plans and the sweep rely on', async () => {
     // Full definitions, so a lost WHERE clause or a reordered key fails, not just a missing name.
     expect(await migratedIndexes(db.dataSource, OUTBOX_TABLE)).toEqual({
-      outbox_event_dead_due_idx:
-        'CREATE INDEX outbox_event_dead_due_idx ON outbox_event USING btree (next_attempt_at, id) ' +
+      outbox_event_dead_idx:
+        'CREATE INDEX outbox_event_dead_idx ON outbox_event USING btree (dead_at, id) ' +
         'WHERE ((dispatched_at IS NULL) AND (dead_at IS NOT NULL))',
+      outbox_event_dead_retry_idx:
+        'CREATE INDEX outbox_event_dead_retry_idx ON outbox_event USING btree (next_attempt_at, id) ' +
+        'WHERE ((dispatched_at IS NULL) AND (dead_at IS NOT NULL) AND (discarded_at IS NULL))',
+      outbox_event_discarded_idx:
+        'CREATE INDEX outbox_event_discarded_idx ON outbox_event USING btree (discarded_at) ' +
+        'WHERE ((dispatched_at IS NULL) AND (discarded_at IS NOT NULL))',
       outbox_event_dispatched_idx:
         'CREATE INDEX outbox_event_dispatched_idx ON outbox_event USING btree (dispatched_at) ' +
         'WHERE (dispatched_at IS NOT NULL)',

@@ -94,3 +94,94 @@ it('answers bad input with a 400 naming the field, never a 500', async () => {
     expect(JSON.stringify(res.body.message)).toContain(message);
   }
 });
+
+it('replays and discards over HTTP: a dry run first, then the change, each answered with the ids', async () => {
+  const http = request(app.getHttpServer());
+  const [acme, beta] = ids;
+  const dry = await http
+    .post('/outbox/dead-letters/replay')
+    .send({ filter: { types: ['organization.created'] }, dryRun: true })
+    .expect(200);
+  expect({ ...dry.body, ids: [...dry.body.ids].sort() }).toEqual({
+    dryRun: true,
+    ids: [...ids].sort(),
+    unchanged: [],
+  });
+
+  const discarded = await http
+    .post('/outbox/dead-letters/discard')
+    .send({ ids: [beta], reason: 'test organization' })
+    .expect(200);
+  expect(discarded.body).toEqual({ dryRun: false, ids: [beta], unchanged: [] });
+  const listed = await http.get('/outbox/dead-letters').expect(200);
+  expect(listed.body.items.map((i: { id: string }) => i.id)).toEqual([acme]);
+  const withDiscarded = await http
+    .get('/outbox/dead-letters')
+    .query({ includeDiscarded: 'true' })
+    .expect(200);
+  expect(withDiscarded.body.items).toEqual(
+    expect.arrayContaining([
+      expect.objectContaining({ id: beta, state: 'discarded', discardReason: 'test organization' }),
+    ]),
+  );
+
+  const replayed = await http
+    .post('/outbox/dead-letters/replay')
+    .send({ ids: [acme], handlers: ['notification-mail'] })
+    .expect(200);
+  expect(replayed.body).toEqual({ dryRun: false, ids: [acme], unchanged: [] });
+  const [row] = await app
+    .get(DataSource)
+    .query<{ due: boolean }[]>(
+      `SELECT next_attempt_at <= now() AS due FROM outbox_event WHERE id = $1`,
+      [acme],
+    );
+  expect(row.due).toBe(true);
+});
+
+it('answers a bad replay or discard with a 400 naming the field, and changes nothing', async () => {
+  const http = request(app.getHttpServer());
+  const before = await app
+    .get(DataSource)
+    .query(`SELECT id, next_attempt_at, discarded_at FROM outbox_event ORDER BY id`);
+  const cases: [string, object, string][] = [
+    ['/outbox/dead-letters/replay', {}, 'selector must be { ids } or { filter }'],
+    [
+      '/outbox/dead-letters/replay',
+      { filter: {} },
+      'selector.filter must be a filter with at least one condition',
+    ],
+    ['/outbox/dead-letters/replay', { ids: ['42'] }, 'each value in ids must be a UUID'],
+    [
+      '/outbox/dead-letters/replay',
+      { ids: [ids[0]], handlers: [] },
+      'handlers should not be empty',
+    ],
+    ['/outbox/dead-letters/replay', { filter: { types: 'x' } }, 'filter.types must be an array'],
+    [
+      '/outbox/dead-letters/replay',
+      { filter: { deadAfter: 'soon' } },
+      'filter.deadAfter must be a Date instance',
+    ],
+    [
+      '/outbox/dead-letters/replay',
+      { filter: { color: 'red' } },
+      'filter.property color should not exist',
+    ],
+    ['/outbox/dead-letters/discard', { ids: [ids[0]] }, 'reason must be a string'],
+    [
+      '/outbox/dead-letters/discard',
+      { ids: [ids[0]], reason: ' ' },
+      'options.reason must be a non-blank string',
+    ],
+  ];
+  for (const [url, body, message] of cases) {
+    const res = await http.post(url).send(body);
+    expect({ url, body, status: res.status }).toEqual({ url, body, status: 400 });
+    expect(JSON.stringify(res.body.message)).toContain(message);
+  }
+  const after = await app
+    .get(DataSource)
+    .query(`SELECT id, next_attempt_at, discarded_at FROM outbox_event ORDER BY id`);
+  expect(after).toEqual(before);
+});

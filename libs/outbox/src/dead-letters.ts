@@ -18,6 +18,8 @@ export interface DeadLetterFilter {
   errorContains?: string;
   /** Also events still retrying after a failure. Default false: dead events only. */
   includeRetrying?: boolean;
+  /** Also events discarded by `OutboxAdmin.discard`. Default false. */
+  includeDiscarded?: boolean;
 }
 
 export interface DeadLetterPage {
@@ -42,7 +44,7 @@ export interface DeadLetter {
   aggregateType: string;
   aggregateId: string;
   organizationId: string | null;
-  state: 'dead' | 'retrying';
+  state: 'dead' | 'retrying' | 'discarded';
   attempts: number;
   failedHandlers: FailedHandler[];
   deliveredHandlers: string[];
@@ -50,7 +52,10 @@ export interface DeadLetter {
   lastError: string | null;
   occurredAt: Date;
   deadAt: Date | null;
-  nextAttemptAt: Date;
+  /** The next try; null for a dead event that waits for a replay, and for a discarded one. */
+  nextAttemptAt: Date | null;
+  discardedAt: Date | null;
+  discardReason: string | null;
 }
 
 export interface DeadLetterList {
@@ -88,9 +93,12 @@ export interface OutboxEventDetail extends OutboxEvent {
   failures: Record<string, HandlerFailure>;
   lastError: string | null;
   leaseExpiresAt: Date | null;
-  nextAttemptAt: Date;
+  /** Null for a dead event that waits for a replay. */
+  nextAttemptAt: Date | null;
   dispatchedAt: Date | null;
   deadAt: Date | null;
+  discardedAt: Date | null;
+  discardReason: string | null;
 }
 
 export interface DeadLetterRow {
@@ -105,7 +113,9 @@ export interface DeadLetterRow {
   last_error: string | null;
   occurred_at: Date;
   dead_at: Date | null;
-  next_attempt_at: Date;
+  next_attempt_at: Date | null;
+  discarded_at: Date | null;
+  discard_reason: string | null;
   dead_letter_key: string;
 }
 
@@ -116,7 +126,7 @@ export function toDeadLetter(row: DeadLetterRow): DeadLetter {
     aggregateType: row.aggregate_type,
     aggregateId: row.aggregate_id,
     organizationId: row.organization_id,
-    state: row.dead_at ? 'dead' : 'retrying',
+    state: row.discarded_at ? 'discarded' : row.dead_at ? 'dead' : 'retrying',
     attempts: row.attempts,
     failedHandlers: Object.entries(row.failures)
       .filter(([name]) => !(name in row.deliveries))
@@ -129,8 +139,61 @@ export function toDeadLetter(row: DeadLetterRow): DeadLetter {
     lastError: row.last_error,
     occurredAt: row.occurred_at,
     deadAt: row.dead_at,
-    nextAttemptAt: row.next_attempt_at,
+    nextAttemptAt: row.discarded_at ? null : row.next_attempt_at,
+    discardedAt: row.discarded_at,
+    discardReason: row.discard_reason,
   };
+}
+
+/**
+ * Which events an `OutboxAdmin.replay` or `discard` changes: the given ids, or every event a
+ * filter selects. A filter with no condition selects every dead letter, so it is refused unless
+ * `all` says that is meant.
+ */
+export type DeadLetterSelector =
+  { ids: readonly string[] } | { filter: DeadLetterFilter; all?: boolean };
+
+export interface ReplayOptions {
+  /**
+   * Only these handlers run again (each that has not delivered the event); every handler not yet
+   * delivered when absent.
+   */
+  handlers?: readonly string[];
+  /** Select and report, change nothing. */
+  dryRun?: boolean;
+  /** Who asked, kept in the recorded `outbox.event.replayed` event (an operator, a job). */
+  actor?: string;
+}
+
+export interface DiscardOptions {
+  /** Why, kept on the event and in the recorded `outbox.event.discarded` event. */
+  reason: string;
+  dryRun?: boolean;
+  actor?: string;
+}
+
+/** What a replay or discard changed (with `dryRun`: would change). */
+export interface DeadLetterChange {
+  dryRun: boolean;
+  /** Events changed, in id order. */
+  ids: string[];
+  /**
+   * With an ids selector, the ids given that were not changed: unknown, delivered, not dead (for
+   * a replay), already discarded (for a discard), or under a lease while a relay runs them.
+   */
+  unchanged: string[];
+}
+
+/** One batch of a change, as the repository runs it. */
+export interface DeadLetterChangeBatch {
+  change: { kind: 'replay'; handlers?: readonly string[] } | { kind: 'discard'; reason: string };
+  filter: DeadLetterFilter;
+  ids: readonly string[] | null;
+  /** Keyset: only ids after this one. */
+  afterId: string;
+  limit: number;
+  dryRun: boolean;
+  actor?: string;
 }
 
 /** The keyset cursor: the last row's sort time (microseconds, UTC) and id, opaque to callers. */

@@ -25,6 +25,10 @@ export type {
   DeadLetterGroup,
   DeadLetterList,
   DeadLetterPage,
+  DeadLetterSelector,
+  DeadLetterChange,
+  ReplayOptions,
+  DiscardOptions,
   FailedHandler,
   OutboxEventDetail,
 } from './dead-letters';
@@ -119,4 +123,10 @@ export {
   type HandlerPolicy,
   type HandlerRetry,
 } from './handler-policy';
-export { DEFAULT_OUTBOX_CHANNEL, OUTBOX_EVENT_DEAD, OUTBOX_TABLE } from './outbox.constants';
+export {
+  DEFAULT_OUTBOX_CHANNEL,
+  OUTBOX_EVENT_DEAD,
+  OUTBOX_EVENT_DISCARDED,
+  OUTBOX_EVENT_REPLAYED,
+  OUTBOX_TABLE,
+} from './outbox.constants';

@@ -1,6 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import {
   decodeCursor,
+  type DeadLetterChange,
+  type DeadLetterChangeBatch,
+  type DeadLetterSelector,
+  type DiscardOptions,
+  type ReplayOptions,
   type DeadLetterFilter,
   type DeadLetterGroup,
   type DeadLetterList,
@@ -14,6 +19,12 @@ import { OutboxRepository } from './outbox.repository';
 const DEFAULT_PAGE = 50;
 const MAX_PAGE = 500;
 const MAX_GROUPS = 100;
+/** Rows per replay or discard statement: each batch is one short transaction. */
+const CHANGE_BATCH = 500;
+const MAX_SELECTED_IDS = 10_000;
+const MAX_TEXT = 500;
+/** Sorts before every UUID: where a keyset walk by id starts. */
+const FIRST_ID = '00000000-0000-0000-0000-000000000000';
 
 /**
  * What an operator needs to see of events that failed, without SQL: dead letters page by page,
@@ -21,6 +32,11 @@ const MAX_GROUPS = 100;
  * through it. Every query is bounded by the repository's statement timeout; a store failure
  * throws its scrubbed `OutboxStoreError`, bad input an `InvalidOutboxAdminQueryError` naming the
  * field, before anything is sent.
+ *
+ * `replay` and `discard` change events in batches of 500 rows, each one statement that also
+ * records every change as an event (`outbox.event.replayed`, `outbox.event.discarded`) for audit
+ * handlers. A failure part way leaves the batches before it done; running the same call again
+ * finishes the work (a discard skips what it already discarded).
  */
 @Injectable()
 export class OutboxAdmin {
@@ -53,6 +69,102 @@ export class OutboxAdmin {
     return unwrap(await this.repository.groupDeadLetters(filter, MAX_GROUPS));
   }
 
+  /**
+   * Makes the selected dead events due now, discarded ones included (they are restored): the
+   * next claim runs every handler that has not delivered them, or only `handlers`. Events under
+   * a lease (a relay is running them) are left alone. Each changed event is recorded as an
+   * `outbox.event.replayed` event with the handlers and the actor.
+   */
+  async replay(
+    selector: DeadLetterSelector,
+    options: ReplayOptions = {},
+  ): Promise<DeadLetterChange> {
+    const { handlers } = options;
+    if (
+      handlers !== undefined &&
+      (!Array.isArray(handlers) ||
+        handlers.length === 0 ||
+        handlers.some((h) => typeof h !== 'string' || h.length === 0))
+    ) {
+      throw new InvalidOutboxAdminQueryError(
+        'options.handlers',
+        handlers,
+        'a non-empty list of handler names',
+      );
+    }
+    return this.change(selector, options, { kind: 'replay', handlers });
+  }
+
+  /**
+   * Sets the selected events aside: they are never replayed, stay listed (with
+   * `includeDiscarded`) with the reason and the time, and are deleted by the retention sweep
+   * after `retention.discardedRetentionMs`. Dead events, and retrying ones when the selector
+   * names them or its filter includes them (they become dead). Each changed event is recorded
+   * as an `outbox.event.discarded` event with the reason and the actor.
+   */
+  async discard(selector: DeadLetterSelector, options: DiscardOptions): Promise<DeadLetterChange> {
+    const reason = (options as Partial<DiscardOptions> | undefined)?.reason;
+    if (typeof reason !== 'string' || reason.trim().length === 0 || reason.length > MAX_TEXT) {
+      throw new InvalidOutboxAdminQueryError(
+        'options.reason',
+        reason,
+        `a non-blank string of at most ${MAX_TEXT} characters`,
+      );
+    }
+    return this.change(selector, options, { kind: 'discard', reason });
+  }
+
+  private async change(
+    selector: DeadLetterSelector,
+    options: { dryRun?: boolean; actor?: string },
+    change: DeadLetterChangeBatch['change'],
+  ): Promise<DeadLetterChange> {
+    const { dryRun = false, actor } = options;
+    if (typeof dryRun !== 'boolean') {
+      throw new InvalidOutboxAdminQueryError('options.dryRun', dryRun, 'a boolean');
+    }
+    if (
+      actor !== undefined &&
+      (typeof actor !== 'string' || actor.length === 0 || actor.length > MAX_TEXT)
+    ) {
+      throw new InvalidOutboxAdminQueryError(
+        'options.actor',
+        actor,
+        `a non-empty string of at most ${MAX_TEXT} characters`,
+      );
+    }
+    const { filter, ids } = checkSelector(selector);
+    const changed: string[] = [];
+    const selected = new Set<string>();
+    let afterId = FIRST_ID;
+    for (;;) {
+      const rows = unwrap(
+        await this.repository.changeDeadLetters({
+          change,
+          filter,
+          ids,
+          afterId,
+          limit: CHANGE_BATCH,
+          dryRun,
+          actor,
+        }),
+      );
+      for (const row of rows) {
+        selected.add(row.id);
+        if (row.changed || dryRun) changed.push(row.id);
+      }
+      const last = rows[rows.length - 1];
+      if (!last || rows.length < CHANGE_BATCH) break;
+      afterId = last.id;
+    }
+    const done = new Set(changed);
+    return {
+      dryRun,
+      ids: changed,
+      unchanged: ids ? [...new Set(ids)].filter((id) => !done.has(id)) : [],
+    };
+  }
+
   /** One event whole with its delivery map, whatever its state; null when there is none. */
   async show(id: string): Promise<OutboxEventDetail | null> {
     if (!isUuid(id)) {
@@ -62,7 +174,28 @@ export class OutboxAdmin {
   }
 }
 
+/** The conditions of a filter that narrow it; the `include…` switches only widen it. */
+const CONDITIONS = [
+  'types',
+  'handler',
+  'organizationId',
+  'aggregateType',
+  'aggregateId',
+  'deadAfter',
+  'deadBefore',
+  'errorContains',
+] as const;
+
 function checkFilter(filter: DeadLetterFilter): void {
+  if (typeof filter !== 'object' || filter === null) {
+    throw new InvalidOutboxAdminQueryError('filter', filter, 'an object');
+  }
+  for (const field of ['includeRetrying', 'includeDiscarded'] as const) {
+    const value = filter[field];
+    if (value !== undefined && typeof value !== 'boolean') {
+      throw new InvalidOutboxAdminQueryError(`filter.${field}`, value, 'a boolean');
+    }
+  }
   for (const field of ['deadAfter', 'deadBefore'] as const) {
     const value = filter[field];
     if (value !== undefined && !(value instanceof Date && Number.isFinite(value.getTime()))) {
@@ -95,6 +228,48 @@ function checkFilter(filter: DeadLetterFilter): void {
       'a non-empty list of non-empty strings',
     );
   }
+}
+
+function checkSelector(selector: DeadLetterSelector): {
+  filter: DeadLetterFilter;
+  ids: string[] | null;
+} {
+  if (typeof selector !== 'object' || selector === null) {
+    throw new InvalidOutboxAdminQueryError('selector', selector, '{ ids } or { filter }');
+  }
+  if ('ids' in selector) {
+    const ids: unknown = selector.ids;
+    if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_SELECTED_IDS) {
+      throw new InvalidOutboxAdminQueryError(
+        'selector.ids',
+        ids,
+        `a list of 1 to ${MAX_SELECTED_IDS} event ids`,
+      );
+    }
+    const bad: unknown = ids.find((id) => !isUuid(id));
+    if (bad !== undefined) throw new InvalidOutboxAdminQueryError('selector.ids', bad, 'a UUID');
+    // Named one by one: whatever their state, within what the change applies to.
+    return {
+      filter: { includeRetrying: true, includeDiscarded: true },
+      ids: (ids as string[]).map((id) => id.toLowerCase()),
+    };
+  }
+  const { filter, all } = selector as { filter?: DeadLetterFilter; all?: unknown };
+  if (filter === undefined) {
+    throw new InvalidOutboxAdminQueryError('selector', selector, '{ ids } or { filter }');
+  }
+  checkFilter(filter);
+  if (all !== undefined && typeof all !== 'boolean') {
+    throw new InvalidOutboxAdminQueryError('selector.all', all, 'a boolean');
+  }
+  if (!all && CONDITIONS.every((field) => filter[field] === undefined)) {
+    throw new InvalidOutboxAdminQueryError(
+      'selector.filter',
+      JSON.stringify(filter),
+      'a filter with at least one condition, or `all: true` to select every dead letter',
+    );
+  }
+  return { filter, ids: null };
 }
 
 function unwrap<T>(result: { ok: true; value: T } | { ok: false; error: Error }): T {

@@ -36,6 +36,7 @@ export type Settle =
 export interface CompleterOptions {
   maxAttempts: number;
   deadRetryMs: number;
+  deadRetryByType?: Readonly<Record<string, number>>;
   /** Rows per settle statement. */
   batchSize: number;
 }
@@ -255,6 +256,7 @@ export class OutboxCompleter {
       const options = {
         maxAttempts: this.options.maxAttempts,
         deadRetryMs: this.options.deadRetryMs,
+        deadRetryByType: this.options.deadRetryByType,
       };
       return this.repository.markFailed(
         batch.map((p) => (p.item as Extract<Settle, { kind: 'failed' }>).settle),

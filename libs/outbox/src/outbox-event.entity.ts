@@ -12,8 +12,14 @@ import { OUTBOX_TABLE } from './outbox.constants';
 @Index('outbox_event_due_idx', ['nextAttemptAt', 'id'], {
   where: 'dispatched_at IS NULL AND dead_at IS NULL',
 })
-@Index('outbox_event_dead_due_idx', ['nextAttemptAt', 'id'], {
+@Index('outbox_event_dead_retry_idx', ['nextAttemptAt', 'id'], {
+  where: 'dispatched_at IS NULL AND dead_at IS NOT NULL AND discarded_at IS NULL',
+})
+@Index('outbox_event_dead_idx', ['deadAt', 'id'], {
   where: 'dispatched_at IS NULL AND dead_at IS NOT NULL',
+})
+@Index('outbox_event_discarded_idx', ['discardedAt'], {
+  where: 'dispatched_at IS NULL AND discarded_at IS NOT NULL',
 })
 @Index('outbox_event_leased_idx', ['leaseExpiresAt'], {
   where: 'dispatched_at IS NULL AND lease_expires_at IS NOT NULL',
@@ -81,6 +87,12 @@ export class OutboxEventEntity {
   // See `metadata` for why the default is a JSON value.
   @Column({ type: 'jsonb', default: {} })
   failures!: Record<string, HandlerFailure>;
+
+  @Column({ name: 'discarded_at', type: 'timestamptz', nullable: true })
+  discardedAt!: Date | null;
+
+  @Column({ name: 'discard_reason', type: 'text', nullable: true })
+  discardReason!: string | null;
 }
 
 /** Entities to add to the application's TypeORM configuration. */

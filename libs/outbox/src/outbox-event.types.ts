@@ -93,8 +93,13 @@ export interface FailedSettle extends DeliveredSettle {
 export interface MarkFailedOptions {
   /** Attempts after which a live row becomes dead. */
   maxAttempts: number;
-  /** How long a row that is or becomes dead rests before its next replay. */
+  /**
+   * How long a row that is or becomes dead rests before its next replay; Infinity: no automatic
+   * replay, the row waits for `OutboxAdmin.replay`.
+   */
   deadRetryMs: number;
+  /** `deadRetryMs` for these event types. */
+  deadRetryByType?: Readonly<Record<string, number>>;
 }
 
 export interface SettleOutcome {
@@ -129,7 +134,10 @@ export interface PendingState {
    * again, and not counted in `due`.
    */
   expiredLeases: number;
-  /** Events that ran out of attempts; replayed every `deadRetryMs`. */
+  /**
+   * Events that ran out of attempts and are not discarded; replayed every `deadRetryMs` (unless
+   * it is 0) and by `OutboxAdmin.replay`.
+   */
   dead: number;
   /**
    * The cap each count was read with: a count equal to it means "at least this many". Null when

@@ -49,7 +49,7 @@ export class OutboxExecutor {
   start(record: OutboxRecord, claimedAt: number, abandon?: AbortSignal): Promise<ExecutionResult> {
     this.busy++;
     const handlers = this.dispatcher.policies(record.type);
-    const run = this.dispatcher.execute(toEvent(record), this.notToRun(record), {
+    const run = this.dispatcher.execute(toEvent(record), this.notToRun(record, handlers), {
       attempt: record.attempts,
       handlerAttempts: Object.fromEntries(
         Object.entries(record.failures).map(([name, failure]) => [name, failure.count + 1]),
@@ -100,11 +100,25 @@ export class OutboxExecutor {
   /**
    * Handlers this claim does not run: those already delivered and, unless the event is a dead
    * replay (which gives every handler left one more try), those whose own retry time has not
-   * come or whose attempts are used up. "Now" is the claim's own database clock: the lease end
-   * less the lease.
+   * come or whose attempts are used up. A dead replay that `OutboxAdmin.replay` narrowed to some
+   * handlers has marked them, alone, with a retry time: it runs those. "Now" is the claim's own
+   * database clock: the lease end less the lease.
    */
-  private notToRun(record: OutboxRecord): Record<string, unknown> {
-    if (record.deadAt) return record.deliveries;
+  private notToRun(
+    record: OutboxRecord,
+    handlers: readonly HandlerWithPolicy[],
+  ): Record<string, unknown> {
+    if (record.deadAt) {
+      const marked = new Set(
+        Object.entries(record.failures)
+          .filter(([name, failure]) => failure.retryAt !== null && !(name in record.deliveries))
+          .map(([name]) => name),
+      );
+      if (marked.size === 0) return record.deliveries;
+      const skipped: Record<string, unknown> = { ...record.deliveries };
+      for (const h of handlers) if (!marked.has(h.name)) skipped[h.name] = true;
+      return skipped;
+    }
     const claimedAt = record.leaseExpiresAt.getTime() - this.options.leaseMs;
     const waiting: Record<string, unknown> = { ...record.deliveries };
     for (const [name, failure] of Object.entries(record.failures)) {

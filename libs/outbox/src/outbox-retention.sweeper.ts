@@ -15,9 +15,10 @@ import { OUTBOX_OPTIONS, OUTBOX_SCHEDULER } from './outbox.tokens';
 export const OUTBOX_RETENTION_JOB = 'outbox-retention-sweep';
 
 /**
- * Deletes delivered events past the retention on an interval: registered with the app's
+ * Deletes delivered events past the retention, and discarded ones past theirs, on an interval: registered with the app's
  * `@nestjs/schedule` SchedulerRegistry when it imports ScheduleModule (so the job shows up next to
- * its other jobs), a plain timer otherwise. Live and dead events are never swept.
+ * its other jobs), a plain timer otherwise. Live and dead events are never swept; a discarded
+ * event only after `discardedRetentionMs`.
  */
 @Injectable()
 export class OutboxRetentionSweeper implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -66,17 +67,27 @@ export class OutboxRetentionSweeper implements OnApplicationBootstrap, OnApplica
   }
 
   private async sweepOnce(): Promise<number> {
-    const { retentionMs, batchSize } = this.options.retention;
-    const result = await this.repository.sweep({
-      retentionMs,
-      batchSize,
-      signal: this.stopping.signal,
+    const { retentionMs, discardedRetentionMs, batchSize } = this.options.retention;
+    const bounds = { batchSize, signal: this.stopping.signal };
+    const delivered = await this.repository.sweep({ retentionMs, ...bounds });
+    const discarded = await this.repository.sweepDiscarded({
+      retentionMs: discardedRetentionMs,
+      ...bounds,
     });
-    if (!result.ok) {
-      this.logger.warn(`Outbox retention sweep failed: ${result.error.message}`);
-      return 0;
+    let deleted = 0;
+    for (const [what, result] of [
+      ['delivered', delivered],
+      ['discarded', discarded],
+    ] as const) {
+      if (!result.ok) {
+        this.logger.warn(
+          `Outbox retention sweep of ${what} events failed: ${result.error.message}`,
+        );
+      } else if (result.value > 0) {
+        this.logger.log(`Outbox retention sweep deleted ${result.value} ${what} events`);
+        deleted += result.value;
+      }
     }
-    if (result.value > 0) this.logger.log(`Outbox retention sweep deleted ${result.value} events`);
-    return result.value;
+    return deleted;
   }
 }

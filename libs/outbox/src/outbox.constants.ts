@@ -7,6 +7,12 @@ export const DEFAULT_OUTBOX_CHANNEL = 'outbox_event';
 /** The event announced, once, when an event runs out of attempts. */
 export const OUTBOX_EVENT_DEAD = 'outbox.event.dead';
 
+/** Recorded, once per event, when `OutboxAdmin.replay` makes a dead event due again. */
+export const OUTBOX_EVENT_REPLAYED = 'outbox.event.replayed';
+
+/** Recorded, once per event, when `OutboxAdmin.discard` sets an event aside. */
+export const OUTBOX_EVENT_DISCARDED = 'outbox.event.discarded';
+
 /** `aggregate_type` of the dead announcement: the aggregate is the outbox row itself. */
 export const OUTBOX_EVENT_AGGREGATE = 'outbox_event';
 

@@ -90,7 +90,13 @@ export class OutboxDispatcher
       repository,
       {
         maxAttempts: options.maxAttempts,
-        deadRetryMs: options.deadRetryMs,
+        // 0 in the options: no automatic replay.
+        deadRetryMs: options.deadRetryMs || Infinity,
+        deadRetryByType:
+          options.deadRetryByType &&
+          Object.fromEntries(
+            Object.entries(options.deadRetryByType).map(([type, ms]) => [type, ms || Infinity]),
+          ),
         batchSize: options.batchSize,
       },
       {

@@ -31,6 +31,7 @@ describe('resolveOutboxOptions', () => {
         retentionMs: 604_800_000,
         sweepIntervalMs: 600_000,
         batchSize: 1000,
+        discardedRetentionMs: 2_592_000_000,
       },
       autoStart: true,
     });
@@ -101,6 +102,28 @@ describe('resolveOutboxOptions', () => {
       '  - maxAttempts = "ten": maxAttempts must be a number; text is taken only when it reads as one, such as "5"\n' +
         '  - autoStart = "yes": autoStart must be a boolean value',
     );
+  });
+
+  it('takes deadRetryMs 0 (no automatic replay) or at least 1000, also by type, naming the type', () => {
+    expect(
+      resolveOutboxOptions({ deadRetryMs: 0, deadRetryByType: { 'invoice.paid': 60_000, x: 0 } }),
+    ).toMatchObject({ deadRetryMs: 0, deadRetryByType: { 'invoice.paid': 60_000, x: 0 } });
+    const error = (() => {
+      try {
+        resolveOutboxOptions({
+          deadRetryMs: 500,
+          deadRetryByType: { 'invoice.paid': 999, 'member.invited': '1h' as never },
+        });
+      } catch (e) {
+        return e as InvalidOutboxOptionsError;
+      }
+    })();
+    expect(error).toBeInstanceOf(InvalidOutboxOptionsError);
+    expect(error!.message).toContain(
+      'deadRetryMs must be 0 (no automatic replay) or an integer of at least 1000',
+    );
+    expect(error!.message).toContain('deadRetryByType.invoice.paid');
+    expect(error!.message).toContain('deadRetryByType.member.invited');
   });
 
   it('requires the lease to cover the handler budget plus settle headroom', () => {

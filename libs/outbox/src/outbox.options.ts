@@ -84,6 +84,8 @@ export class OutboxRetentionOptions {
   @NumberFromText() @IsInt() @Min(0) retentionMs?: number = 7 * DAY;
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1000) sweepIntervalMs?: number = 10 * MINUTE;
   @NumberFromText() @IsInt() @Min(1) @Max(100_000) batchSize?: number = 1000;
+  /** Discarded events (`OutboxAdmin.discard`) are deleted this long after their discard. */
+  @NumberFromText() @IsInt() @Min(0) discardedRetentionMs?: number = 30 * DAY;
 }
 
 /**
@@ -106,8 +108,17 @@ export class OutboxModuleOptions {
   @NumberFromText() @IsInt() @Min(1) maxAttempts?: number = 10;
   @ValidateNested() @Type(() => OutboxRetryOptions) retry?: OutboxRetryOptions =
     new OutboxRetryOptions();
-  /** How long a dead event rests between replays. */
-  @NumberFromText() @IsInt() @Min(1000) deadRetryMs?: number = 6 * HOUR;
+  /**
+   * How long a dead event rests between automatic replays; 0 turns them off, and dead events wait
+   * for `OutboxAdmin.replay`. Otherwise at least 1000. Applies to an event from its next settle
+   * (one already dead keeps the replay time it has).
+   */
+  @NumberFromText() @IsInt() @Min(0) deadRetryMs?: number = 6 * HOUR;
+  /**
+   * `deadRetryMs` for some event types, by type: `{ 'invoice.paid': 0 }` stops the automatic
+   * replays of that type alone.
+   */
+  @IsOptional() @IsObject() deadRetryByType?: Record<string, number>;
   /** Fallback wake when no notification arrives. */
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(10) pollIntervalMs?: number = 30 * SECOND;
   /** Least wait before a planned wake (the next due time, a retry falling due). */
@@ -168,9 +179,10 @@ type Resolved<T> = {
 /** Options after defaults, as the module's parts read them. */
 export type ResolvedOutboxOptions = Omit<
   Resolved<OutboxModuleOptions>,
-  'types' | 'listen' | 'handlers'
+  'types' | 'listen' | 'handlers' | 'deadRetryByType'
 > & {
   readonly types: readonly string[] | undefined;
+  readonly deadRetryByType: Readonly<Record<string, number>> | undefined;
   readonly handlers: Readonly<Record<string, OutboxHandlerOverride>> | undefined;
   readonly listen: Omit<Resolved<OutboxListenOptions>, 'connectionString'> & {
     readonly connectionString: string | undefined;
@@ -221,9 +233,27 @@ function messagesOf(error: ValidationError, path: string): string[] {
   return Object.values(constraints);
 }
 
+const MIN_DEAD_RETRY_MS = 1000;
+
 function crossFieldProblems(options: OutboxModuleOptions): OptionProblem[] {
   const problems: OptionProblem[] = [];
-  const { leaseMs, handlerTimeoutMs, listen, retry } = options;
+  const { leaseMs, handlerTimeoutMs, listen, retry, deadRetryMs, deadRetryByType } = options;
+  const deadRetryProblem = (path: string, value: unknown) =>
+    Number.isInteger(value) && (value === 0 || (value as number) >= MIN_DEAD_RETRY_MS)
+      ? []
+      : [
+          {
+            path,
+            value,
+            messages: [
+              `${path} must be 0 (no automatic replay) or an integer of at least ${MIN_DEAD_RETRY_MS}`,
+            ],
+          },
+        ];
+  if (Number.isInteger(deadRetryMs)) problems.push(...deadRetryProblem('deadRetryMs', deadRetryMs));
+  for (const [type, value] of Object.entries(deadRetryByType ?? {})) {
+    problems.push(...deadRetryProblem(`deadRetryByType.${type}`, value));
+  }
   if (
     Number.isInteger(leaseMs) &&
     Number.isInteger(handlerTimeoutMs) &&

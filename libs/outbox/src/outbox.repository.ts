@@ -6,6 +6,8 @@ import {
   DEFAULT_OUTBOX_CHANNEL,
   OUTBOX_EVENT_AGGREGATE,
   OUTBOX_EVENT_DEAD,
+  OUTBOX_EVENT_DISCARDED,
+  OUTBOX_EVENT_REPLAYED,
 } from './outbox.constants';
 import {
   OutboxEventConflictError,
@@ -33,6 +35,7 @@ import { toOutboxRow, type OutboxRow } from './outbox-event.validator';
 import {
   encodeCursor,
   toDeadLetter,
+  type DeadLetterChangeBatch,
   type DeadLetterFilter,
   type DeadLetterGroup,
   type DeadLetterList,
@@ -259,7 +262,15 @@ export class OutboxRepository {
         OUTBOX_EVENT_DEAD,
         OUTBOX_EVENT_AGGREGATE,
         input.map((s) => s.id),
-        Math.max(0, options.deadRetryMs),
+        JSON.stringify(
+          Object.fromEntries(
+            Object.entries(options.deadRetryByType ?? {}).map(([type, ms]) => [
+              type,
+              deadRetryParameter(ms),
+            ]),
+          ),
+        ),
+        deadRetryParameter(options.deadRetryMs),
       ],
       (rows: { id: string; becomes_dead: boolean }[]) => ({
         ...splitStale(settles, rows),
@@ -324,7 +335,7 @@ export class OutboxRepository {
     ];
     return this.own(
       'listDeadLetters',
-      SQL.LIST_DEAD_LETTERS,
+      SQL.listDeadLettersStatement(filter.includeRetrying ?? false),
       parameters,
       (rows: DeadLetterRow[]) => {
         const items = rows.slice(0, page.limit);
@@ -373,8 +384,44 @@ export class OutboxRepository {
             nextAttemptAt: row.next_attempt_at,
             dispatchedAt: row.dispatched_at,
             deadAt: row.dead_at,
+            discardedAt: row.discarded_at,
+            discardReason: row.discard_reason,
           }
         : null,
+    );
+  }
+
+  /**
+   * One batch of `OutboxAdmin.replay` or `discard`: the rows that `filter` and `ids` select
+   * after `afterId` (by id), at most `limit`, changed unless `dryRun`, each change recorded as an
+   * `outbox.event.replayed` / `outbox.event.discarded` event in the same statement. Returns the
+   * selected ids in order, each with whether it changed.
+   */
+  async changeDeadLetters(
+    batch: DeadLetterChangeBatch,
+  ): Promise<OutboxResult<{ id: string; changed: boolean }[]>> {
+    const replay = batch.change.kind === 'replay';
+    return this.own(
+      replay ? 'replayDeadLetters' : 'discardDeadLetters',
+      replay ? SQL.REPLAY_SELECTED : SQL.DISCARD_SELECTED,
+      [
+        ...deadLetterParameters(batch.filter),
+        batch.ids ? [...batch.ids] : null,
+        batch.afterId,
+        batch.limit,
+        batch.change.kind === 'replay' && batch.change.handlers ? [...batch.change.handlers] : null,
+        batch.dryRun,
+        replay ? OUTBOX_EVENT_REPLAYED : OUTBOX_EVENT_DISCARDED,
+        Array.from({ length: batch.limit }, () => uuidv7()),
+        this.channel,
+        JSON.stringify(
+          batch.change.kind === 'replay'
+            ? { handlers: batch.change.handlers ?? null, actor: batch.actor ?? null }
+            : { reason: batch.change.reason, actor: batch.actor ?? null },
+        ),
+      ],
+      (rows: { id: string; changed: boolean }[]) =>
+        rows.map((row) => ({ id: row.id, changed: row.changed })),
     );
   }
 
@@ -494,6 +541,14 @@ export class OutboxRepository {
    * batch comes back short (or `maxBatches` is reached). Returns how many rows were deleted.
    */
   async sweep(options: SweepOptions): Promise<OutboxResult<number>> {
+    return this.sweepWith('sweep', SQL.SWEEP_BATCH, options);
+  }
+
+  private async sweepWith(
+    operation: string,
+    statement: string,
+    options: SweepOptions,
+  ): Promise<OutboxResult<number>> {
     let total = 0;
     for (
       let batch = 0;
@@ -501,8 +556,8 @@ export class OutboxRepository {
       batch++
     ) {
       const result = await this.own(
-        'sweep',
-        SQL.SWEEP_BATCH,
+        operation,
+        statement,
         [options.retentionMs, options.batchSize],
         ([row]: { deleted: number }[]) => row.deleted,
       );
@@ -511,6 +566,14 @@ export class OutboxRepository {
       if (result.value < options.batchSize) break;
     }
     return ok(total);
+  }
+
+  /**
+   * Deletes discarded rows kept longer than `retentionMs`, in batches as `sweep` does. Returns
+   * how many rows were deleted.
+   */
+  async sweepDiscarded(options: SweepOptions): Promise<OutboxResult<number>> {
+    return this.sweepWith('sweepDiscarded', SQL.SWEEP_DISCARDED_BATCH, options);
   }
 
   /** Sends a NOTIFY on the channel now, on a connection of its own (a coalesced trailing wake). */
@@ -592,6 +655,11 @@ function toStoreError(operation: string, err: unknown): OutboxStoreError {
     typeof code === 'string' ? code : undefined,
     typeof constraint === 'string' ? constraint : undefined,
   );
+}
+
+/** A dead retry as MARK_FAILED takes it: -1 for none (Infinity), else at least 0. */
+function deadRetryParameter(ms: number): number {
+  return ms === Infinity ? -1 : Math.max(0, ms);
 }
 
 function typeFilter(options: { types?: readonly string[] }): string[] | null {
@@ -696,6 +764,7 @@ function deadLetterParameters(filter: DeadLetterFilter): unknown[] {
     filter.deadAfter ?? null,
     filter.deadBefore ?? null,
     filter.errorContains ?? null,
+    filter.includeDiscarded ?? false,
   ];
 }
 
@@ -715,7 +784,9 @@ interface DetailRow extends EventRow {
   failures: Record<string, HandlerFailure>;
   last_error: string | null;
   lease_expires_at: Date | null;
-  next_attempt_at: Date;
+  next_attempt_at: Date | null;
   dispatched_at: Date | null;
   dead_at: Date | null;
+  discarded_at: Date | null;
+  discard_reason: string | null;
 }

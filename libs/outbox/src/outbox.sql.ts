@@ -1,3 +1,5 @@
+import { OUTBOX_EVENT_AGGREGATE } from './outbox.constants';
+
 /**
  * Every statement the outbox runs. Each is one statement (the repository wraps its own in a
  * short transaction that sets their timeouts, see `runBounded`); times come from the
@@ -12,8 +14,13 @@
  * new row, the lease end once claimed (so a lease that runs out without a settle makes the row
  * due again at that moment), the retry time after a failure, the replay time of a dead row, and
  * `now()` again when a claim is given back. Claims and plans therefore read one ordered range of
- * a partial index (`outbox_event_due_idx` for live rows, `outbox_event_dead_due_idx` for dead
- * ones) and stop at `now()`, however many rows rest in backoff or under a lease beyond it.
+ * a partial index (`outbox_event_due_idx` for live rows, `outbox_event_dead_retry_idx` for dead
+ * ones) and stop at `now()`, however many rows rest in backoff or under a lease beyond it. A dead
+ * row whose automatic replays are off (`deadRetryMs` 0) is due at 'infinity': only
+ * `OutboxAdmin.replay` brings it back.
+ *
+ * A discarded row (`discarded_at` set, by `OutboxAdmin.discard`) is dead and left out of every
+ * claim, count and plan; only listings and the retention sweep see it.
  */
 
 /** Columns an enqueue writes, in the order of its parameters; the rest take their defaults. */
@@ -108,6 +115,7 @@ const DUE_DEAD = `
     FROM outbox_event
     WHERE dispatched_at IS NULL
       AND dead_at IS NOT NULL
+      AND discarded_at IS NULL
       AND next_attempt_at <= now()
       AND ($3::text[] IS NULL OR type = ANY ($3::text[]))`;
 
@@ -159,6 +167,13 @@ export const CLAIM = `
   ORDER BY picked.due_at, id
 `;
 
+/** `failures` of a row with every handler's retry time cleared. */
+function retryTimesCleared(failures: string): string {
+  return `(SELECT coalesce(jsonb_object_agg(f.key, f.value || '{"retryAt": null}'::jsonb),
+                           '{}'::jsonb)
+            FROM jsonb_each(${failures}) AS f)`;
+}
+
 /**
  * Handler names of a settle become `{name: now()}`; existing entries win, so a delivery time
  * once written never moves and a settle can only add handlers.
@@ -197,8 +212,10 @@ export const MARK_DELIVERED = `
  * and, in the same statement, one `outbox.event.dead` event is inserted (never for a dead
  * announcement itself, which would otherwise announce its own death forever). A dead row that
  * fails on replay stays dead with a new dead time and announces nothing. Either way a dead row's
- * next replay is written now, `dead retry ms` ahead, so replays are found in due order like live
- * rows. A settle without `dead` (an older caller) is dead at `max attempts`.
+ * next replay is written now, its type's dead retry ms ahead ($7, else $8), so replays are found
+ * in due order like live rows; a negative dead retry means none ('infinity'), and every retry time of
+ * a dead row is cleared (a replay of chosen handlers marked them, see REPLAY_SELECTED). A settle
+ * without `dead` (an older caller) is dead at `max attempts`.
  * A row without a lease has already been settled (or given back) for this attempt: a settle
  * retried after its first try committed is stale rather than applied twice. A settle may carry
  * no failure at all (its handlers that ran succeeded, others still wait for their retry): the
@@ -206,7 +223,7 @@ export const MARK_DELIVERED = `
  * $1 jsonb array of {id, attempts, handlers, failed_handlers, error, retry_ms, dead_event_id,
  * dead, failures: [{handler, count, delay_ms}], pending}, $2 max attempts, $3 channel, $4 dead
  * event type, $5 dead event aggregate type, $6 uuid[] of the ids (so rows are found through the
- * primary key), $7 dead retry ms.
+ * primary key), $7 jsonb object of dead retry ms by type, $8 dead retry ms of other types.
  */
 export const MARK_FAILED = `
   WITH input AS (
@@ -245,14 +262,19 @@ export const MARK_FAILED = `
     SET lease_expires_at = NULL,
         last_error = coalesce(s.error, e.last_error),
         deliveries = ${MERGED_DELIVERIES},
-        failures = c.failures,
+        failures = CASE
+          WHEN e.dead_at IS NULL AND NOT c.becomes_dead THEN c.failures
+          ELSE ${retryTimesCleared('c.failures')}
+        END,
         next_attempt_at = CASE
           WHEN e.dead_at IS NULL AND NOT c.becomes_dead
             THEN coalesce(
               (SELECT min((c.failures -> handler ->> 'retryAt')::timestamptz)
                FROM unnest(s.pending) AS handler),
               now() + make_interval(secs => s.retry_ms / 1000.0))
-          ELSE now() + make_interval(secs => $7 / 1000.0)
+          ELSE (SELECT CASE WHEN ms >= 0 THEN now() + make_interval(secs => ms / 1000.0)
+                            ELSE 'infinity'::timestamptz END
+                FROM coalesce(($7::jsonb ->> e.type)::float8, $8::float8) AS ms)
         END,
         dead_at = CASE
           WHEN e.dead_at IS NOT NULL OR c.becomes_dead THEN now()
@@ -307,6 +329,7 @@ export const REPLAY_DEAD = `
     WHERE id = ANY ($1::uuid[])
       AND dispatched_at IS NULL
       AND dead_at IS NOT NULL
+      AND discarded_at IS NULL
       AND lease_expires_at IS NULL
     RETURNING id
   ),
@@ -375,6 +398,9 @@ const EARLIEST_DEAD = `(
   FROM outbox_event
   WHERE dispatched_at IS NULL
     AND dead_at IS NOT NULL
+    AND discarded_at IS NULL
+    -- Before PostgreSQL 17 an infinite time minus now() is an error; such a row is never due.
+    AND next_attempt_at < 'infinity'
     AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
   ORDER BY next_attempt_at
   LIMIT 1)`;
@@ -458,6 +484,7 @@ export const PENDING_STATE = `
              FROM outbox_event
              WHERE dispatched_at IS NULL
                AND dead_at IS NOT NULL
+               AND discarded_at IS NULL
                AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
              ORDER BY next_attempt_at
              LIMIT $2::int) AS dead)::int AS dead,
@@ -491,27 +518,30 @@ export const EXACT_STATE = `
     count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at > now())::int AS in_flight,
     count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at <= now())::int AS expired_leases,
     count(*) FILTER (WHERE dead_at IS NOT NULL)::int AS dead,
-    (extract(epoch FROM min(next_attempt_at) - now()) * 1000)::float8 AS next_due_in_ms,
+    (extract(epoch FROM min(next_attempt_at) FILTER (WHERE next_attempt_at < 'infinity') - now())
+     * 1000)::float8 AS next_due_in_ms,
     CASE WHEN min(next_attempt_at) FILTER (WHERE dead_at IS NULL) <= now()
       THEN (extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE dead_at IS NULL))
             * 1000)::float8
     END AS oldest_due_wait_ms
   FROM outbox_event
   WHERE dispatched_at IS NULL
+    AND discarded_at IS NULL
     AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
 `;
 
 /**
- * Deletes one batch of delivered rows past the retention. Live and dead rows are never
- * candidates, and rows locked by anyone are skipped rather than waited for.
+ * Deletes one batch of rows whose `kept since` column is older than the retention, oldest first;
+ * rows locked by anyone are skipped rather than waited for.
  * $1 retention ms, $2 batch size.
  */
-export const SWEEP_BATCH = `
+function sweepBatch(keptSince: string, undelivered: boolean): string {
+  return `
   WITH expired AS (
     SELECT id
     FROM outbox_event
-    WHERE dispatched_at < now() - make_interval(secs => $1 / 1000.0)
-    ORDER BY dispatched_at
+    WHERE ${undelivered ? 'dispatched_at IS NULL AND ' : ''}${keptSince} < now() - make_interval(secs => $1 / 1000.0)
+    ORDER BY ${keptSince}
     LIMIT $2
     FOR UPDATE SKIP LOCKED
   ),
@@ -523,6 +553,13 @@ export const SWEEP_BATCH = `
   )
   SELECT count(*)::int AS deleted FROM deleted
 `;
+}
+
+/** Delivered rows past the retention. Live and dead rows are never candidates. */
+export const SWEEP_BATCH = sweepBatch('dispatched_at', false);
+
+/** Discarded rows past their retention (`retention.discardedRetentionMs`). */
+export const SWEEP_DISCARDED_BATCH = sweepBatch('discarded_at', true);
 
 /**
  * Gives back claimed rows whose handlers never started (the dispatcher is stopping): the lease
@@ -614,16 +651,15 @@ export const MAKE_DUE = `
 
 /**
  * Dead letters for OutboxAdmin: undelivered events that are dead, and (`$1`) those retrying
- * after a failure, newest first by `coalesce(dead_at, occurred_at)` and id, read by keyset from
- * `$10`/`$11` (the last row of the previous page; its time as `dead_letter_key` gives it with
- * microseconds). Each condition applies when its value is given: $2 types, $3 a handler that has
- * failed and not delivered, $4 organization, $5 aggregate type, $6 aggregate id, $7 dead (or
- * occurred) at or after, $8 before, $9 text in the last error (case-insensitive). $12 the page
- * size.
+ * after a failure. Discarded events are dead ones an operator set aside: left out unless `$10`.
+ * Each other condition applies when its value is given: $2 types, $3 a handler that has failed
+ * and not delivered, $4 organization, $5 aggregate type, $6 aggregate id, $7 dead (retrying:
+ * occurred) at or after, $8 before, $9 text in the last error (case-insensitive).
  */
 const DEAD_LETTER_FILTER = `
   dispatched_at IS NULL
   AND (dead_at IS NOT NULL OR ($1::boolean AND failures <> '{}'::jsonb))
+  AND ($10::boolean OR discarded_at IS NULL)
   AND ($2::text[] IS NULL OR type = ANY ($2::text[]))
   AND ($3::text IS NULL OR (failures ? $3::text AND NOT deliveries ? $3::text))
   AND ($4::text IS NULL OR organization_id = $4::text)
@@ -634,18 +670,29 @@ const DEAD_LETTER_FILTER = `
   AND ($9::text IS NULL OR strpos(lower(last_error), lower($9::text)) > 0)
 `;
 
-export const LIST_DEAD_LETTERS = `
+/** `next_attempt_at`, null for a dead row that waits for a replay ('infinity'). */
+const NEXT_ATTEMPT = `CASE WHEN next_attempt_at < 'infinity' THEN next_attempt_at END`;
+
+/**
+ * A page of dead letters, newest first by dead time (with retrying events: by dead time, else
+ * occurrence) and id, read by keyset from $11/$12 (the last row of the previous page; its time as
+ * `dead_letter_key` gives it with microseconds). Dead only, the order is `outbox_event_dead_idx`
+ * read backwards. $1–$10 the filter, $13 the page size.
+ */
+export function listDeadLettersStatement(includeRetrying: boolean): string {
+  const key = includeRetrying ? 'coalesce(dead_at, occurred_at)' : 'dead_at';
+  return `
   SELECT id, type, aggregate_type, aggregate_id, organization_id, attempts, deliveries, failures,
-         last_error, occurred_at, dead_at, next_attempt_at,
-         to_char(coalesce(dead_at, occurred_at) AT TIME ZONE 'UTC',
-                 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS dead_letter_key
+         last_error, occurred_at, dead_at, ${NEXT_ATTEMPT} AS next_attempt_at, discarded_at,
+         discard_reason,
+         to_char(${key} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS dead_letter_key
   FROM outbox_event
   WHERE ${DEAD_LETTER_FILTER}
-    AND ($10::timestamptz IS NULL
-         OR (coalesce(dead_at, occurred_at), id) < ($10::timestamptz, $11::uuid))
-  ORDER BY coalesce(dead_at, occurred_at) DESC, id DESC
-  LIMIT $12
+    AND ($11::timestamptz IS NULL OR (${key}, id) < ($11::timestamptz, $12::uuid))
+  ORDER BY ${key} DESC, id DESC
+  LIMIT $13
 `;
+}
 
 /**
  * Dead letters grouped by (type, failed handler, error fingerprint), so one outage reads as one
@@ -655,7 +702,7 @@ export const LIST_DEAD_LETTERS = `
  * attempts earlier has none there). An event that records no failed handler (dead under the
  * event-level rule of an older version) gives one row with a null handler and its whole error.
  * The fingerprint is the message with UUIDs, hex ids and numbers blanked out, hashed.
- * $1–$9 as in LIST_DEAD_LETTERS, $10 the most groups returned (largest first).
+ * $1–$10 the dead-letter filter, $11 the most groups returned (largest first).
  */
 export const GROUP_DEAD_LETTERS = `
   WITH failed AS (
@@ -685,14 +732,121 @@ export const GROUP_DEAD_LETTERS = `
   FROM fingerprinted
   GROUP BY type, handler, fingerprint
   ORDER BY count(*) DESC, max(seen_at) DESC
-  LIMIT $10
+  LIMIT $11
 `;
 
 /** One event whole, whatever its state. $1 id. */
 export const FIND_EVENT = `
   SELECT id, type, aggregate_type, aggregate_id, organization_id, request_id, payload, metadata,
          occurred_at, causation_id, correlation_id, attempts, deliveries, failures, last_error,
-         lease_expires_at, next_attempt_at, dispatched_at, dead_at
+         lease_expires_at, ${NEXT_ATTEMPT} AS next_attempt_at, dispatched_at, dead_at,
+         discarded_at, discard_reason
   FROM outbox_event
   WHERE id = $1::uuid
 `;
+
+/**
+ * The rows of one batch of an admin change: those the dead-letter filter ($1–$10) and the ids
+ * ($11, uuid[] or null) select, past $12 (keyset by id), at most $13, that `extra` allows. None
+ * under a lease in flight (a claim is running their handlers); an expired lease (its relay died)
+ * does not protect a row. Locked, so the update sees what was selected.
+ */
+function adminBatch(extra: string): string {
+  return `
+  picked AS (
+    SELECT id
+    FROM outbox_event
+    WHERE ${DEAD_LETTER_FILTER}
+      AND ($11::uuid[] IS NULL OR id = ANY ($11::uuid[]))
+      AND id > $12::uuid
+      AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+      AND ${extra}
+    ORDER BY id
+    LIMIT $13
+    FOR UPDATE
+  )`;
+}
+
+/**
+ * Records each changed row as an event of type $16 (payload: the row's identity and
+ * `extraPayload`), in the same statement, so audit handlers see every admin change; ids come
+ * from $17 (uuid[], one per row of the batch, in id order). Wakes the dispatchers ($18 channel).
+ */
+function recordChanges(changed: string, extraPayload: string): string {
+  return `
+  recorded AS (
+    INSERT INTO outbox_event
+      (id, type, aggregate_type, aggregate_id, organization_id, request_id, payload,
+       causation_id, correlation_id)
+    SELECT ($17::uuid[])[row_number() OVER (ORDER BY id)], $16::text, '${OUTBOX_EVENT_AGGREGATE}',
+           id::text, organization_id, request_id,
+           jsonb_build_object('eventId', id, 'type', type, 'aggregateType', aggregate_type,
+                              'aggregateId', aggregate_id, ${extraPayload}),
+           id, coalesce(correlation_id, id::text)
+    FROM ${changed}
+    RETURNING id
+  ),
+  woken AS (
+    SELECT pg_notify($18, '') FROM (SELECT 1 FROM recorded LIMIT 1) AS any_recorded
+  )
+  SELECT p.id, c.id IS NOT NULL AS changed, (SELECT count(*) FROM woken) AS woken
+  FROM picked AS p
+  LEFT JOIN ${changed} AS c USING (id)
+  ORDER BY p.id
+`;
+}
+
+/**
+ * Replays dead events now (discarded ones too, which are restored): the next claim runs their
+ * handlers not yet delivered, or only those of $14 (text[] or null) when given. Named handlers
+ * are marked with a retry time of now (the claim of a dead row runs the marked handlers when
+ * any is marked, see `OutboxExecutor`); every other mark is cleared. An event none of whose
+ * named handlers is left undelivered is not selected. $15 true: a dry run that changes nothing
+ * and returns what would change. $19 jsonb of the payload's `handlers` and `actor`.
+ * $1–$13 as in `adminBatch`, $16–$18 as in `recordChanges`.
+ */
+export const REPLAY_SELECTED = `
+  WITH ${adminBatch(`dead_at IS NOT NULL
+      AND ($14::text[] IS NULL OR EXISTS (
+        SELECT 1 FROM unnest($14::text[]) AS h(name) WHERE NOT deliveries ? h.name))`)},
+  replayed AS (
+    UPDATE outbox_event AS e
+    SET next_attempt_at = now(),
+        discarded_at = NULL,
+        discard_reason = NULL,
+        failures = ${retryTimesCleared('e.failures')} || coalesce(
+          (SELECT jsonb_object_agg(h.name, coalesce(e.failures -> h.name, '{"count": 0}'::jsonb)
+                                           || jsonb_build_object('retryAt', now()))
+           FROM unnest($14::text[]) AS h(name)
+           WHERE NOT e.deliveries ? h.name),
+          '{}'::jsonb)
+    FROM picked
+    WHERE e.id = picked.id
+      AND NOT $15::boolean
+    RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
+              e.correlation_id
+  ),
+  ${recordChanges('replayed', `'handlers', $19::jsonb -> 'handlers', 'actor', $19::jsonb -> 'actor'`)}`;
+
+/**
+ * Discards events: they stop being replayed, stay visible (listed with `includeDiscarded`) with
+ * the time and the reason, and are deleted by the retention sweep later. A retrying event (when
+ * the filter includes them) becomes dead as it is discarded; a lease that expired is ended, so
+ * its relay's late settle writes nothing. $14 unused (null), $15 dry run, $19 jsonb of the
+ * payload's `reason` and `actor`. $1–$13 as in `adminBatch`, $16–$18 as in `recordChanges`.
+ */
+export const DISCARD_SELECTED = `
+  WITH ${adminBatch(`discarded_at IS NULL AND $14::text[] IS NULL`)},
+  discarded AS (
+    UPDATE outbox_event AS e
+    SET discarded_at = now(),
+        discard_reason = $19::jsonb ->> 'reason',
+        dead_at = coalesce(e.dead_at, now()),
+        lease_expires_at = NULL
+    FROM picked
+    WHERE e.id = picked.id
+      AND NOT $15::boolean
+    RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
+              e.correlation_id
+  ),
+  ${recordChanges('discarded', `'reason', $19::jsonb -> 'reason', 'actor', $19::jsonb -> 'actor'`)}`;

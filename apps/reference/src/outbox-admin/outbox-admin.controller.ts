@@ -1,10 +1,13 @@
 import {
   BadRequestException,
+  Body,
   Controller,
   Get,
+  HttpCode,
   NotFoundException,
   Param,
   ParseUUIDPipe,
+  Post,
   Query,
   ServiceUnavailableException,
 } from '@nestjs/common';
@@ -16,6 +19,7 @@ import {
   OutboxStoreError,
 } from '@app/outbox';
 import { DeadLettersQuery } from './dead-letters.query';
+import { DiscardBody, ReplayBody } from './dead-letter-change.body';
 
 /**
  * What the outbox holds right now: events by state, the lag, the dispatcher. Counts come from
@@ -60,6 +64,35 @@ export class OutboxAdminController {
   @Get('dead-letters/groups')
   deadLetterGroups(@Query() query: DeadLettersQuery) {
     return answer(() => this.admin.groups(query.toFilter()));
+  }
+
+  /**
+   * Replays the selected dead events now (only `handlers` when given); `dryRun` reports what
+   * would change. Answers `{ dryRun, ids, unchanged }`.
+   */
+  @Post('dead-letters/replay')
+  @HttpCode(200)
+  replay(@Body() body: ReplayBody) {
+    return answer(() =>
+      this.admin.replay(body.toSelector(), {
+        handlers: body.handlers,
+        dryRun: body.dryRun,
+        actor: 'reference-app:http',
+      }),
+    );
+  }
+
+  /** Discards the selected events with a reason; they are never replayed and later swept. */
+  @Post('dead-letters/discard')
+  @HttpCode(200)
+  discard(@Body() body: DiscardBody) {
+    return answer(() =>
+      this.admin.discard(body.toSelector(), {
+        reason: body.reason,
+        dryRun: body.dryRun,
+        actor: 'reference-app:http',
+      }),
+    );
   }
 
   /** One event whole, whatever its state. */

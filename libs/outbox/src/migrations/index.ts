@@ -2,6 +2,7 @@ import { CreateOutboxEvent1764400000000 } from './1764400000000-create-outbox-ev
 import { OutboxDueIndex1765000000000 } from './1765000000000-outbox-due-index';
 import { OutboxEventCausation1766000000000 } from './1766000000000-outbox-event-causation';
 import { OutboxHandlerFailures1767000000000 } from './1767000000000-outbox-handler-failures';
+import { OutboxDiscard1768000000000 } from './1768000000000-outbox-discard';
 
 /** The outbox's migrations, in order: add them to your DataSource's `migrations`. */
 export const OUTBOX_MIGRATIONS = [
@@ -9,4 +10,5 @@ export const OUTBOX_MIGRATIONS = [
   OutboxDueIndex1765000000000,
   OutboxEventCausation1766000000000,
   OutboxHandlerFailures1767000000000,
+  OutboxDiscard1768000000000,
 ];
