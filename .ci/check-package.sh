@@ -6,7 +6,8 @@
 #     node16 and bundler resolution) and publint;
 #   - fresh apps install the tarball with a plain `npm install` next to the current companions,
 #     compile with `skipLibCheck: false` and run the README's example on a real PostgreSQL
-#     ($DATABASE_URL: a database is created for each app):
+#     ($DATABASE_URL: a database is created for each app), with the package's command
+#     (`npx nestjs-lease-outbox`) applying the migrations before and reporting the state after:
 #       test/consumers/nest11-commonjs    Nest 11, TypeORM 1, CommonJS, no Terminus or schedule;
 #       test/consumers/nest11-companions  the same with @nestjs/terminus 12 and @nestjs/schedule 12;
 #       test/consumers/nest12-esm         Nest 12, TypeORM 0.3, an ES module app, with both.
@@ -51,7 +52,7 @@ const walk = (d) =>
   });
 walk(dir);
 const problems = [];
-const needed = ['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md', 'dist/index.js', 'dist/index.d.ts'];
+const needed = ['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js'];
 for (const file of [...needed, 'dist/esm/index.js', 'dist/esm/index.d.ts']) {
   if (!files.includes(file)) problems.push(`missing ${file}`);
 }
@@ -59,6 +60,11 @@ for (const file of files) {
   if (/\.map$|\.spec\.|^src\/|\.ts$/.test(file) && !file.endsWith('.d.ts')) {
     problems.push(`should not ship ${file}`);
   }
+}
+const bin = require(join(dir, 'package.json')).bin?.['nestjs-lease-outbox'];
+if (bin !== './dist/cli/main.js') problems.push(`bin nestjs-lease-outbox is ${bin}`);
+else if (!require('node:fs').readFileSync(join(dir, bin), 'utf8').startsWith('#!/usr/bin/env node\n')) {
+  problems.push(`${bin} does not start with a node shebang`);
 }
 if (problems.length > 0) {
   console.error(`package check failed:\n  ${problems.join('\n  ')}`);
@@ -108,8 +114,14 @@ consumer() {
       .then(() => client.query(`CREATE DATABASE ${process.argv[1]}`))
       .finally(() => client.end());
   ' "$database"
+  # The package's command, as an operator runs it: the migrations first (the app's own
+  # migrationsRun then finds them applied), the state after the example.
+  echo "--- $name: npx nestjs-lease-outbox migrate"
+  (cd "$app" && DATABASE_URL=$(database_url "$database") timeout 60 npx --no-install nestjs-lease-outbox migrate)
   echo "--- $name: run"
   (cd "$app" && DATABASE_URL=$(database_url "$database") timeout 60 node dist/main.js)
+  echo "--- $name: npx nestjs-lease-outbox status --fail-on-dead"
+  (cd "$app" && DATABASE_URL=$(database_url "$database") timeout 60 npx --no-install nestjs-lease-outbox status --fail-on-dead)
 }
 
 consumer nest11-commonjs "nodenext nodenext" "commonjs node10"

@@ -18,6 +18,8 @@ import { HealthModule } from './health/health.module';
 import { InvoicesModule } from './invoices/invoices.module';
 import { NotificationsModule } from './notifications/notifications.module';
 import { OrganizationsModule } from './organizations/organizations.module';
+import { MetricsModule } from './metrics/metrics.module';
+import { prometheusExporter } from './metrics/prometheus';
 import { OutboxAdminModule } from './outbox-admin/outbox-admin.module';
 import { WEBHOOK_SENDER } from './webhooks/webhook-delivery';
 import { WebhooksModule } from './webhooks/webhooks.module';
@@ -41,6 +43,8 @@ export interface AppModuleOptions {
 @Module({})
 export class AppModule implements NestModule {
   static forRoot(options: AppModuleOptions = {}): DynamicModule {
+    // Before OutboxModule is built, so the outbox reports to it.
+    prometheusExporter();
     return {
       module: AppModule,
       imports: [
@@ -86,6 +90,7 @@ export class AppModule implements NestModule {
         WebhooksModule,
         NotificationsModule,
         OutboxAdminModule,
+        MetricsModule,
         HealthModule,
       ],
     };

@@ -85,6 +85,37 @@ export interface DeadLetterGroup {
   lastSeenAt: Date;
 }
 
+/** Undelivered events of one type by state, for `OutboxAdmin.status`. */
+export interface TypeBacklog {
+  type: string;
+  /** Claimable now (an expired lease included). */
+  due: number;
+  retrying: number;
+  inFlight: number;
+  dead: number;
+  discarded: number;
+  /** How long the type's oldest due event has waited; null when none is due. */
+  oldestDueWaitMs: number | null;
+}
+
+/** The whole outbox at a glance: exact counts (a scan of undelivered rows), lag, and by type. */
+export interface OutboxStatus {
+  /** Live events claimable now (never claimed, retry time reached, or given back). */
+  due: number;
+  retrying: number;
+  inFlight: number;
+  /** Leases that ended without a settle: a relay died or stalled; claimable again. */
+  expiredLeases: number;
+  /** Dead, not discarded. */
+  dead: number;
+  discarded: number;
+  /** How long the oldest due live event has waited, in ms; null when none is due. */
+  lagMs: number | null;
+  /** When the next event is due, in ms from now (0: now); null when nothing waits. */
+  nextDueInMs: number | null;
+  byType: TypeBacklog[];
+}
+
 /** One event whole, for `OutboxAdmin.show`. */
 export interface OutboxEventDetail extends OutboxEvent {
   attempts: number;

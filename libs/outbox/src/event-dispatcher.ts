@@ -9,6 +9,7 @@ import {
   OutboxHandlerTimeoutError,
 } from './outbox.errors';
 import { HandlerTransactions } from './handler-transactions';
+import { OutboxTelemetry } from './outbox-telemetry';
 import { OutboxMessages } from './outbox.messages';
 import {
   ISOLATION_LEVELS,
@@ -106,6 +107,7 @@ export class EventDispatcher {
     options: Pick<ResolvedOutboxOptions, 'handlerTimeoutMs'> &
       Partial<Pick<ResolvedOutboxOptions, 'leaseMs' | 'retry' | 'maxAttempts' | 'handlers'>>,
     @Optional() private readonly transactions?: HandlerTransactions,
+    @Optional() private readonly telemetry: OutboxTelemetry = new OutboxTelemetry(),
   ) {
     this.budgetMs = options.handlerTimeoutMs;
     this.leaseMs = options.leaseMs ?? Infinity;
@@ -301,6 +303,7 @@ export class EventDispatcher {
       signal: controller.signal,
       idempotencyKey: `${handler.name}:${event.id}`,
     };
+    const telemetry = this.telemetry.handlerRun(event, handler.name, context.handlerAttempt);
     let running: Promise<unknown>;
     let ended: Promise<void>;
     if (handler.isolationLevel && this.transactions) {
@@ -311,18 +314,24 @@ export class EventDispatcher {
         budgetMs: handler.budgetMs,
         isolationLevel: handler.isolationLevel,
         signal: controller.signal,
-        invoke: (transaction) => handler.handle(event, { ...context, ...transaction }),
+        invoke: (transaction) =>
+          telemetry.within(() => handler.handle(event, { ...context, ...transaction })),
       }));
     } else {
       // The executor turns a synchronous throw into a rejection, contained like any other.
-      running = new Promise<unknown>((resolve) => resolve(handler.handle(event, context)));
+      running = new Promise<unknown>((resolve) =>
+        resolve(telemetry.within(() => handler.handle(event, context))),
+      );
       ended = running.then(
         () => undefined,
         () => undefined,
       );
     }
     const raced = this.race(handler.name, handler.budgetMs, running, controller, options.signal);
-    if (!handler.isolationLevel) return { outcome: raced, ended };
+    if (!handler.isolationLevel) {
+      void raced.then((outcome) => telemetry.end(outcome));
+      return { outcome: raced, ended };
+    }
     // A transaction that committed as its budget ran out did deliver: its outcome is the
     // transaction's, which the abort settles at once (rolled back, or committed just before).
     const settled = running;
@@ -334,6 +343,7 @@ export class EventDispatcher {
             () => result,
           ),
     );
+    void outcome.then((result) => telemetry.end(result));
     return { outcome, ended };
   }
 

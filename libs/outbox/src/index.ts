@@ -31,6 +31,8 @@ export type {
   DiscardOptions,
   FailedHandler,
   OutboxEventDetail,
+  OutboxStatus,
+  TypeBacklog,
 } from './dead-letters';
 export {
   OutboxDispatcher,

@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Logger, Optional } from '@nestjs/common';
 import {
   decodeCursor,
   type DeadLetterChange,
@@ -11,10 +11,12 @@ import {
   type DeadLetterList,
   type DeadLetterPage,
   type OutboxEventDetail,
+  type OutboxStatus,
 } from './dead-letters';
 import { InvalidOutboxAdminQueryError } from './outbox.errors';
 import { isUuid } from './outbox-event.validator';
 import { OutboxRepository } from './outbox.repository';
+import { OutboxTelemetry } from './outbox-telemetry';
 
 const DEFAULT_PAGE = 50;
 const MAX_PAGE = 500;
@@ -40,7 +42,37 @@ const FIRST_ID = '00000000-0000-0000-0000-000000000000';
  */
 @Injectable()
 export class OutboxAdmin {
-  constructor(private readonly repository: OutboxRepository) {}
+  private readonly logger = new Logger('Outbox');
+
+  constructor(
+    private readonly repository: OutboxRepository,
+    @Optional() private readonly telemetry: OutboxTelemetry = new OutboxTelemetry(),
+  ) {}
+
+  /**
+   * Exact counts by state and by type, and the lag. It reads every undelivered row (health
+   * probes use the bounded `OutboxRepository.pendingState` instead).
+   */
+  async status(): Promise<OutboxStatus> {
+    const [state, byType] = await Promise.all([
+      this.repository.exactState(),
+      this.repository.backlogByType(),
+    ]);
+    const { due, retrying, inFlight, expiredLeases, dead, oldestDueWaitMs, nextDueInMs } =
+      unwrap(state);
+    const types = unwrap(byType);
+    return {
+      due,
+      retrying,
+      inFlight,
+      expiredLeases,
+      dead,
+      discarded: types.reduce((sum, t) => sum + t.discarded, 0),
+      lagMs: oldestDueWaitMs,
+      nextDueInMs,
+      byType: types,
+    };
+  }
 
   /** Dead (and with `includeRetrying`, retrying) events, newest first, by keyset pages. */
   async list(filter: DeadLetterFilter = {}, page: DeadLetterPage = {}): Promise<DeadLetterList> {
@@ -135,7 +167,7 @@ export class OutboxAdmin {
     }
     const { filter, ids } = checkSelector(selector);
     const changed: string[] = [];
-    const selected = new Set<string>();
+    const changedTypes: string[] = [];
     let afterId = FIRST_ID;
     for (;;) {
       const rows = unwrap(
@@ -150,19 +182,29 @@ export class OutboxAdmin {
         }),
       );
       for (const row of rows) {
-        selected.add(row.id);
         if (row.changed || dryRun) changed.push(row.id);
+        if (row.changed) changedTypes.push(row.type);
       }
       const last = rows[rows.length - 1];
       if (!last || rows.length < CHANGE_BATCH) break;
       afterId = last.id;
     }
+    if (changedTypes.length > 0) this.reportChange(change.kind, changedTypes, actor);
     const done = new Set(changed);
     return {
       dryRun,
       ids: changed,
       unchanged: ids ? [...new Set(ids)].filter((id) => !done.has(id)) : [],
     };
+  }
+
+  /** An operator's change, in the logs and the metrics (the events themselves record each). */
+  private reportChange(kind: 'replay' | 'discard', types: string[], actor: string | undefined) {
+    this.telemetry.changed(kind, types);
+    const verb = kind === 'replay' ? 'replayed' : 'discarded';
+    this.logger.log(
+      `Outbox ${verb} ${types.length} events by ${actor ?? 'an unnamed actor'}: ${countByType(types)}`,
+    );
   }
 
   /** One event whole with its delivery map, whatever its state; null when there is none. */
@@ -228,6 +270,16 @@ function checkFilter(filter: DeadLetterFilter): void {
       'a non-empty list of non-empty strings',
     );
   }
+}
+
+/** `a.b (3), c.d (1)`: how many of each type, most first. */
+function countByType(types: readonly string[]): string {
+  const counts = new Map<string, number>();
+  for (const type of types) counts.set(type, (counts.get(type) ?? 0) + 1);
+  return [...counts]
+    .sort((a, b) => b[1] - a[1])
+    .map(([type, n]) => `${type} (${n})`)
+    .join(', ');
 }
 
 function checkSelector(selector: DeadLetterSelector): {

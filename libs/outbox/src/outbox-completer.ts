@@ -56,6 +56,10 @@ export interface CompleterHooks {
   onGiveUp?(): void;
   /** A failed event was scheduled again; it falls due in `delayMs`. */
   onRetryScheduled?(delayMs: number): void;
+  /** A settle statement came back (`ok` false: a store failure) after `ms`. */
+  onStatement?(kind: Settle['kind'], ms: number, ok: boolean): void;
+  /** Events became dead in a settle: their types, one per event. */
+  onDead?(types: readonly string[]): void;
 }
 
 interface Pending {
@@ -227,7 +231,12 @@ export class OutboxCompleter {
   private write(kind: Kind, batch: Pending[]): void {
     this.inFlight[kind]++;
     this.writing += batch.length;
+    const startedAt = performance.now();
     const flush: Promise<void> = this.statement(kind, batch)
+      .then((result) => {
+        this.hooks.onStatement?.(kind, performance.now() - startedAt, result.ok);
+        return result;
+      })
       .then(
         (result) => this.apply(kind, batch, result),
         // The repository reports store failures as results; anything else is a bug worth seeing.
@@ -277,6 +286,11 @@ export class OutboxCompleter {
     const dead = new Set(result.value.newlyDead ?? []);
     if (kind === 'failed') {
       this.logFailures(batch, dead);
+      if (dead.size > 0) {
+        this.hooks.onDead?.(
+          batch.filter((p) => dead.has(p.item.record.id)).map((p) => p.item.record.type),
+        );
+      }
       let soonest = Infinity;
       for (const { item } of batch) {
         const { id } = item.record;

@@ -59,6 +59,8 @@ export class OutboxProducer {
     private readonly executor: OutboxExecutor,
     private readonly completer: OutboxCompleter,
     private readonly options: ProducerOptions,
+    /** Each claim that came back, with how many events it leased. */
+    private readonly onClaimed: (count: number) => void = () => undefined,
   ) {
     this.maxUnsettled = 2 * Math.max(options.batchSize, options.concurrency);
   }
@@ -157,6 +159,7 @@ export class OutboxProducer {
           this.lastClaim = new Date();
           this.completer.clearFailureIfIdle();
           const records = result.value;
+          this.onClaimed(records.length);
           for (const record of records) {
             if (this.running) {
               void this.executor.start(record, claimedAt, this.abandon);

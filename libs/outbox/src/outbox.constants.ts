@@ -18,3 +18,6 @@ export const OUTBOX_EVENT_AGGREGATE = 'outbox_event';
 
 /** Upper bound on the length of `last_error`, in characters. */
 export const MAX_ERROR_LENGTH = 2000;
+
+/** Metadata keys that carry trace context: left out when a re-emitted event is compared. */
+export const TRACE_CONTEXT_KEYS = ['traceparent', 'tracestate', 'baggage'] as const;

@@ -2,6 +2,7 @@ import {
   Inject,
   Injectable,
   Logger,
+  Optional,
   type BeforeApplicationShutdown,
   type OnApplicationBootstrap,
   type OnModuleDestroy,
@@ -21,6 +22,8 @@ import { PgListener } from './pg-listener';
 import type { PgListenerState } from './pg-listener-state';
 import { listenerClientConfig } from './listener-client-config';
 import { delay } from './delay';
+import { OutboxTelemetry } from './outbox-telemetry';
+import { RateLimitedLog } from './rate-limited-log';
 
 /** What one `drainOnce` did. */
 export interface DrainReport {
@@ -71,6 +74,8 @@ export class OutboxDispatcher
   implements OnApplicationBootstrap, OnModuleDestroy, BeforeApplicationShutdown
 {
   private readonly logger = new Logger('Outbox');
+  /** A flapping network reconnects often; the log says so without flooding. */
+  private readonly reconnectLog = new RateLimitedLog((line) => this.logger.log(line), 5, 60_000);
   private current: OutboxDispatcherState = 'idle';
   private abandonController = new AbortController();
   private listener: PgListener | undefined;
@@ -85,6 +90,7 @@ export class OutboxDispatcher
     private readonly repository: OutboxRepository,
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
+    @Optional() private readonly telemetry: OutboxTelemetry = new OutboxTelemetry(),
   ) {
     this.completer = new OutboxCompleter(
       repository,
@@ -103,6 +109,9 @@ export class OutboxDispatcher
         onSettled: () => this.producer.pump(),
         onGiveUp: () => this.producer.pause(),
         onRetryScheduled: (delayMs) => this.producer.wakeIn(delayMs),
+        onStatement: (kind, ms, ok) =>
+          this.telemetry.settled(kind === 'release' ? 'released' : kind, ms, ok),
+        onDead: (types) => this.telemetry.dead(types),
       },
     );
     this.executor = new OutboxExecutor(
@@ -111,7 +120,9 @@ export class OutboxDispatcher
       { leaseMs: options.leaseMs },
       () => this.producer.pump(),
     );
-    this.producer = new OutboxProducer(repository, this.executor, this.completer, options);
+    this.producer = new OutboxProducer(repository, this.executor, this.completer, options, (n) =>
+      this.telemetry.claimed(n),
+    );
   }
 
   get state(): OutboxDispatcherState {
@@ -186,7 +197,11 @@ export class OutboxDispatcher
         {
           onNotify: () => this.wake(),
           // Notifications sent while the connection was down are lost: claim to catch up.
-          onReconnect: () => this.wake(),
+          onReconnect: () => {
+            this.telemetry.listenerReconnected();
+            this.reconnectLog.log('Outbox listener reconnected; claiming what arrived meanwhile');
+            this.wake();
+          },
           onError: (message) => this.logger.warn(`Outbox listener: ${message}`),
         },
       );
@@ -240,6 +255,7 @@ export class OutboxDispatcher
     });
     if (!claim.ok) return { ...report, ok: false, error: claim.error };
     report.claimed = claim.value.length;
+    this.telemetry.claimed(report.claimed);
     const results = await Promise.all(
       claim.value.map((record) =>
         this.executor.start(record, claimedAt, this.abandonController.signal),

@@ -23,6 +23,7 @@ import { OutboxRepository } from './outbox.repository';
 import { OutboxRetentionSweeper } from './outbox-retention.sweeper';
 import { findScheduler } from './outbox-scheduler';
 import { OutboxShutdownHook } from './outbox-shutdown.hook';
+import { OutboxTelemetry } from './outbox-telemetry';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS, OUTBOX_SCHEDULER } from './outbox.tokens';
 
 const providers: Provider[] = [
@@ -40,6 +41,15 @@ const providers: Provider[] = [
         statementTimeoutMs: options.statementTimeoutMs,
         lockTimeoutMs: options.lockTimeoutMs,
       }),
+  },
+  {
+    provide: OutboxTelemetry,
+    inject: [OutboxRepository, OUTBOX_OPTIONS],
+    useFactory: (repository: OutboxRepository, options: ResolvedOutboxOptions) => {
+      const telemetry = new OutboxTelemetry();
+      telemetry.observeStateFrom(() => repository.pendingState({ types: options.types }));
+      return telemetry;
+    },
   },
   {
     provide: OUTBOX_SCHEDULER,

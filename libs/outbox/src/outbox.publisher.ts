@@ -2,6 +2,7 @@ import {
   Inject,
   Injectable,
   Logger,
+  Optional,
   type BeforeApplicationShutdown,
   type OnModuleInit,
 } from '@nestjs/common';
@@ -14,6 +15,7 @@ import type { ResolvedOutboxOptions } from './outbox.options';
 import { OutboxRepository } from './outbox.repository';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from './outbox.tokens';
 import { WakeCoalescer } from './outbox-wake.coalescer';
+import { OutboxTelemetry } from './outbox-telemetry';
 
 export interface EmitOptions {
   /** The EntityManager of the caller's open transaction. */
@@ -35,7 +37,9 @@ const EMIT = 'OutboxPublisher.emit';
  * Emits events inside the caller's transaction: through the given EntityManager, or through
  * the ambient transaction of `@nestjs-cls/transactional` (TypeORM adapter) when the app uses
  * it. Outside a transaction it throws `OutboxTransactionRequiredError` and writes nothing.
- * With `wakeCoalesceMs`, emits within a window share one wake (see `WakeCoalescer`).
+ * With `wakeCoalesceMs`, emits within a window share one wake (see `WakeCoalescer`). When the app
+ * runs OpenTelemetry with a propagator, each emit is a PRODUCER span whose trace context is kept
+ * in the events' metadata, so handler runs join the trace (see `OutboxTelemetry`).
  */
 @Injectable()
 export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown {
@@ -48,6 +52,7 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
     private readonly moduleRef: ModuleRef,
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
+    @Optional() private readonly telemetry: OutboxTelemetry = new OutboxTelemetry(),
   ) {
     this.wakes = new WakeCoalescer(options.wakeCoalesceMs, () => this.sendWake());
   }
@@ -96,7 +101,10 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
     const manager = options.manager ?? this.ambientManager();
     if (!manager?.queryRunner?.isTransactionActive) throw new OutboxTransactionRequiredError(EMIT);
     const notify = this.wakes.inline(manager.queryRunner);
-    const result = await this.repository.enqueue(manager, events, { notify });
+    const list: readonly NewOutboxEvent[] = Array.isArray(events) ? events : [events];
+    const result = await this.telemetry.emitting(list, (traced) =>
+      this.repository.enqueue(manager, traced, { notify }),
+    );
     if (!result.ok) throw result.error;
     const enqueued = result.value;
     if (options.returning === 'result') return Array.isArray(events) ? enqueued : enqueued[0];

@@ -41,6 +41,7 @@ import {
   type DeadLetterList,
   type DeadLetterRow,
   type OutboxEventDetail,
+  type TypeBacklog,
 } from './dead-letters';
 import { fail, ok, type OutboxResult } from './outbox.result';
 import { scrubError } from './scrub-error';
@@ -399,7 +400,7 @@ export class OutboxRepository {
    */
   async changeDeadLetters(
     batch: DeadLetterChangeBatch,
-  ): Promise<OutboxResult<{ id: string; changed: boolean }[]>> {
+  ): Promise<OutboxResult<{ id: string; type: string; changed: boolean }[]>> {
     const replay = batch.change.kind === 'replay';
     return this.own(
       replay ? 'replayDeadLetters' : 'discardDeadLetters',
@@ -420,8 +421,8 @@ export class OutboxRepository {
             : { reason: batch.change.reason, actor: batch.actor ?? null },
         ),
       ],
-      (rows: { id: string; changed: boolean }[]) =>
-        rows.map((row) => ({ id: row.id, changed: row.changed })),
+      (rows: { id: string; type: string; changed: boolean }[]) =>
+        rows.map((row) => ({ id: row.id, type: row.type, changed: row.changed })),
     );
   }
 
@@ -533,6 +534,22 @@ export class OutboxRepository {
   async exactState(options: TypeFilterOptions = {}): Promise<OutboxResult<PendingState>> {
     return this.own('exactState', SQL.EXACT_STATE, [typeFilter(options)], ([row]: StateRow[]) =>
       toPendingState(row, null),
+    );
+  }
+
+  /** Undelivered events by type and state (see `BACKLOG_BY_TYPE`); grows with the backlog. */
+  async backlogByType(): Promise<OutboxResult<TypeBacklog[]>> {
+    return this.own('backlogByType', SQL.BACKLOG_BY_TYPE, [], (rows: BacklogRow[]) =>
+      rows.map((row) => ({
+        type: row.type,
+        due: row.due,
+        retrying: row.retrying,
+        inFlight: row.in_flight,
+        dead: row.dead,
+        discarded: row.discarded,
+        oldestDueWaitMs:
+          row.oldest_due_wait_ms === null ? null : Math.max(0, Math.floor(row.oldest_due_wait_ms)),
+      })),
     );
   }
 
@@ -766,6 +783,16 @@ function deadLetterParameters(filter: DeadLetterFilter): unknown[] {
     filter.errorContains ?? null,
     filter.includeDiscarded ?? false,
   ];
+}
+
+interface BacklogRow {
+  type: string;
+  due: number;
+  retrying: number;
+  in_flight: number;
+  dead: number;
+  discarded: number;
+  oldest_due_wait_ms: number | null;
 }
 
 interface GroupRow {

@@ -1,4 +1,4 @@
-import { OUTBOX_EVENT_AGGREGATE } from './outbox.constants';
+import { OUTBOX_EVENT_AGGREGATE, TRACE_CONTEXT_KEYS } from './outbox.constants';
 
 /**
  * Every statement the outbox runs. Each is one statement (the repository wraps its own in a
@@ -87,11 +87,15 @@ export const FIND_CONFLICTING = `
   JOIN outbox_event AS e ON e.id = (s.doc->>'id')::uuid
   -- '->' keeps a JSON null payload as jsonb 'null', as it is stored; a record expansion would
   -- turn it into SQL NULL and call an identical event a conflict.
+  -- Trace context in the metadata is where the emit ran, not what the event says: an event
+  -- emitted again from a retried request carries another one and is still the same event.
   WHERE (e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
-         e.payload, e.metadata, e.causation_id, e.correlation_id)
+         e.payload, e.metadata - '{${TRACE_CONTEXT_KEYS.join(',')}}'::text[], e.causation_id,
+         e.correlation_id)
         IS DISTINCT FROM
         (s.doc->>'type', s.doc->>'aggregate_type', s.doc->>'aggregate_id',
-         s.doc->>'organization_id', s.doc->>'request_id', s.doc->'payload', s.doc->'metadata',
+         s.doc->>'organization_id', s.doc->>'request_id', s.doc->'payload',
+         (s.doc->'metadata') - '{${TRACE_CONTEXT_KEYS.join(',')}}'::text[],
          (s.doc->>'causation_id')::uuid, s.doc->>'correlation_id')
 `;
 
@@ -754,7 +758,7 @@ export const FIND_EVENT = `
 function adminBatch(extra: string): string {
   return `
   picked AS (
-    SELECT id
+    SELECT id, type
     FROM outbox_event
     WHERE ${DEAD_LETTER_FILTER}
       AND ($11::uuid[] IS NULL OR id = ANY ($11::uuid[]))
@@ -789,7 +793,7 @@ function recordChanges(changed: string, extraPayload: string): string {
   woken AS (
     SELECT pg_notify($18, '') FROM (SELECT 1 FROM recorded LIMIT 1) AS any_recorded
   )
-  SELECT p.id, c.id IS NOT NULL AS changed, (SELECT count(*) FROM woken) AS woken
+  SELECT p.id, p.type, c.id IS NOT NULL AS changed, (SELECT count(*) FROM woken) AS woken
   FROM picked AS p
   LEFT JOIN ${changed} AS c USING (id)
   ORDER BY p.id
@@ -850,3 +854,25 @@ export const DISCARD_SELECTED = `
               e.correlation_id
   ),
   ${recordChanges('discarded', `'reason', $19::jsonb -> 'reason', 'actor', $19::jsonb -> 'actor'`)}`;
+
+/**
+ * Undelivered events by type and state, for an operator's status: it reads every undelivered
+ * row, so its cost grows with the backlog (the statement timeout bounds it). States as in
+ * EXACT_STATE; an expired lease counts as due; `oldest_due_wait_ms` is the type's lag.
+ */
+export const BACKLOG_BY_TYPE = `
+  SELECT type,
+    count(*) FILTER (WHERE dead_at IS NULL AND next_attempt_at <= now())::int AS due,
+    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
+                       AND next_attempt_at > now())::int AS retrying,
+    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at > now())::int AS in_flight,
+    count(*) FILTER (WHERE dead_at IS NOT NULL AND discarded_at IS NULL)::int AS dead,
+    count(*) FILTER (WHERE discarded_at IS NOT NULL)::int AS discarded,
+    (extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE dead_at IS NULL
+                                                              AND next_attempt_at <= now()))
+     * 1000)::float8 AS oldest_due_wait_ms
+  FROM outbox_event
+  WHERE dispatched_at IS NULL
+  GROUP BY type
+  ORDER BY type
+`;

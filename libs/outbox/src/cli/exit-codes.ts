@@ -1,0 +1,15 @@
+/** What the CLI's exit status tells a script. */
+export const EXIT = {
+  /** Done. */
+  ok: 0,
+  /** The database could not be reached or failed the statement. */
+  failure: 1,
+  /** Bad arguments: nothing was sent to the database. */
+  usage: 2,
+  /** `dead show`: no event has this id. */
+  notFound: 3,
+  /** `status --fail-on-dead`: dead letters exist. */
+  deadLetters: 4,
+} as const;
+
+export type ExitCode = (typeof EXIT)[keyof typeof EXIT];

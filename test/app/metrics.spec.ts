@@ -1,0 +1,44 @@
+import type { INestApplication } from '@nestjs/common';
+import request from 'supertest';
+import { drainUntilIdle, outboxTestingOptions } from '@app/outbox/testing';
+import { createReferenceApp } from '../support/reference-app';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+
+/** GET /metrics of the reference app: the outbox's OpenTelemetry metrics, as Prometheus reads them. */
+
+let db: TestDatabase;
+let app: INestApplication;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  app = await createReferenceApp(db.url, {}, { outbox: outboxTestingOptions });
+});
+
+afterAll(async () => {
+  await app?.close();
+  await db?.close();
+});
+
+it('serves delivery counters, run durations, lag and the state gauges in the text format', async () => {
+  const http = request(app.getHttpServer());
+  await http
+    .post('/organizations')
+    .send({ name: 'Acme', adminEmail: 'admin@acme.test' })
+    .expect(201);
+  await drainUntilIdle(app);
+
+  const scrape = await http.get('/metrics').expect(200);
+  expect(scrape.headers['content-type']).toMatch(/^text\/plain/);
+  const text = scrape.text;
+  if (process.env.OUTBOX_PRINT_METRICS) console.log(text);
+  expect(text).toMatch(
+    /^outbox_handler_delivered_total\{[^}]*messaging_destination_name="organization\.created"[^}]*messaging_consumer_group_name="audit-log"[^}]*\} 1$/m,
+  );
+  expect(text).toMatch(
+    /^messaging_process_duration_bucket\{[^}]*messaging_consumer_group_name="audit-log"[^}]*le="\+Inf"\} 1$/m,
+  );
+  expect(text).toMatch(/^outbox_event_lag_count\{[^}]*\} 1$/m);
+  expect(text).toMatch(/^outbox_claim_size_bucket\{[^}]*le="\+Inf"\} [1-9]\d*$/m);
+  expect(text).toMatch(/^outbox_events_due\{[^}]*\} 0$/m);
+  expect(text).toMatch(/^outbox_events_dead\{[^}]*\} 0$/m);
+});
