@@ -12,7 +12,15 @@ import { join, relative, resolve } from 'node:path';
 const SRC = resolve(__dirname, '../../apps/reference/src');
 
 /** Directories that hold no tables of their own: the composition root and shared code. */
-const SHARED = new Set(['common', 'config', 'database', 'events', 'health', 'metrics', 'outbox-admin']);
+const SHARED = new Set([
+  'common',
+  'config',
+  'database',
+  'events',
+  'health',
+  'metrics',
+  'outbox-admin',
+]);
 
 interface SourceFile {
   module: string;
