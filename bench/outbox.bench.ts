@@ -16,6 +16,7 @@
  *   producers      8 concurrent producers: emit vs bare INSERT, relays stopped and running,
  *                  default options and wakeCoalesceMs 5
  *   settle-kill    the settle connection terminated 100 times during a burn-down
+ *   telemetry      emit and burn-down with an OpenTelemetry SDK registered vs the API alone
  *
  * BENCH_ONLY=name1,name2 runs a subset (`scrub` selects bench/scrub-error.bench.ts); the other
  * knobs are in bench/support/config.ts. Uses DATABASE_URL when set, else an embedded PostgreSQL.

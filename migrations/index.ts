@@ -6,6 +6,7 @@ import { OutboxDueIndex1765000000000 } from '../libs/outbox/src/migrations/17650
 import { OutboxEventCausation1766000000000 } from '../libs/outbox/src/migrations/1766000000000-outbox-event-causation';
 import { OutboxHandlerFailures1767000000000 } from '../libs/outbox/src/migrations/1767000000000-outbox-handler-failures';
 import { OutboxDiscard1768000000000 } from '../libs/outbox/src/migrations/1768000000000-outbox-discard';
+import { OutboxDispatcherReports1769000000000 } from '../libs/outbox/src/migrations/1769000000000-outbox-dispatcher';
 
 /** The reference app's own tables; they run after the outbox's. */
 export const REFERENCE_APP_MIGRATIONS = [
@@ -20,6 +21,7 @@ export {
   OutboxEventCausation1766000000000,
   OutboxHandlerFailures1767000000000,
   OutboxDiscard1768000000000,
+  OutboxDispatcherReports1769000000000,
   CreateReferenceApp1764500000000,
   WebhooksOnOutbox1766500000000,
 };

@@ -121,6 +121,7 @@ describe('migrate', () => {
           'OutboxEventCausation1766000000000',
           'OutboxHandlerFailures1767000000000',
           'OutboxDiscard1768000000000',
+          'OutboxDispatcherReports1769000000000',
         ],
       });
       expect(await cli(['migrate', '--url', url])).toEqual({

@@ -285,3 +285,34 @@ describe('OutboxAdmin refuses bad input before querying, naming the field and th
     expect((error as Error).message).toContain(message);
   });
 });
+
+describe('a group as a filter', () => {
+  it('selects exactly the events of one group by its fingerprint, for a list, a count and a replay', async () => {
+    await emitAll([
+      ...Array.from({ length: 3 }, (_, n) => event('invoice.paid', { n, mail: 'down' })),
+      event('invoice.paid', { n: 7, mail: 'down', card: 'declined' }),
+      event('invoice.paid', { n: 8, card: 'declined' }),
+    ]);
+    const groups = await admin.groups({ types: ['invoice.paid'] });
+    const mail = groups.find((g) => g.handler === 'mailer')!;
+    const card = groups.find((g) => g.handler === 'billing')!;
+    expect([mail.count, card.count]).toEqual([4, 2]);
+
+    const listed = await admin.list({ fingerprint: mail.fingerprint, handler: 'mailer' });
+    expect(listed.items).toHaveLength(4);
+    const cards = await admin.list({ fingerprint: card.fingerprint });
+    expect(cards.items.map((i) => (i.lastError ?? '').includes('declined'))).toEqual([true, true]);
+    // The event that failed both ways belongs to both groups, and each group counts it once.
+    expect(await admin.groups({ fingerprint: card.fingerprint })).toMatchObject([
+      { handler: 'billing', count: 2 },
+    ]);
+    const dry = await admin.replay(
+      { filter: { types: ['invoice.paid'], handler: 'billing', fingerprint: card.fingerprint } },
+      { dryRun: true },
+    );
+    expect(dry.ids.sort()).toEqual(cards.items.map((i) => i.id).sort());
+    await expect(admin.list({ fingerprint: 'not-one' })).rejects.toThrow(
+      /filter\.fingerprint must be a fingerprint of groups/,
+    );
+  });
+});

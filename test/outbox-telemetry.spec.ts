@@ -16,9 +16,15 @@ import {
   type ReadableSpan,
 } from '@opentelemetry/sdk-trace-base';
 import { DataSource } from 'typeorm';
-import { OnOutboxEvent, OutboxAdmin, OutboxPublisher, type NewOutboxEvent } from '@app/outbox';
+import {
+  OnOutboxEvent,
+  OutboxAdmin,
+  OutboxDispatcher,
+  OutboxPublisher,
+  type NewOutboxEvent,
+} from '@app/outbox';
 import { drainUntilIdle, outboxTestingOptions } from '@app/outbox/testing';
-import { createOutboxApp } from './support/outbox-app';
+import { createOutboxApp, eventually } from './support/outbox-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 
 /**
@@ -255,5 +261,32 @@ describe('metrics', () => {
       sum(replayed, 'outbox.event.replayed', { 'messaging.destination.name': 'invoice.paid' }) -
         sum(after, 'outbox.event.replayed', { 'messaging.destination.name': 'invoice.paid' }),
     ).toBe(2);
+  });
+});
+
+describe('listener reconnects', () => {
+  it('counts a reconnection of the LISTEN connection', async () => {
+    const listening = await createOutboxApp({
+      url: db.url,
+      outbox: { listen: { reconnectMinMs: 50, reconnectMaxMs: 200 }, pollIntervalMs: 60_000 },
+      providers: [],
+    });
+    try {
+      const dispatcher = listening.get(OutboxDispatcher);
+      await eventually('listening', () => dispatcher.listenerState === 'listening');
+      const before = sum(await collect(), 'outbox.listener.reconnects');
+      const terminated = await db.dataSource.query<{ done: boolean }[]>(
+        `SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity
+         WHERE application_name = 'outbox-listener' AND datname = current_database()`,
+      );
+      expect(terminated).toEqual([{ done: true }]);
+      await eventually(
+        'the reconnect counted',
+        async () => sum(await collect(), 'outbox.listener.reconnects') === before + 1,
+      );
+      expect(dispatcher.listenerState).toBe('listening');
+    } finally {
+      await listening.close();
+    }
   });
 });

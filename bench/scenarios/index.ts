@@ -10,6 +10,7 @@ import { producers } from './producers';
 import { rss } from './rss';
 import type { Scenario } from './scenario';
 import { settleKill } from './settle-kill';
+import { telemetry } from './telemetry';
 import { transactional } from './transactional';
 
 /** Every scenario, in the order a full run takes them. */
@@ -26,6 +27,7 @@ export const SCENARIOS: readonly Scenario[] = [
   producers,
   settleKill,
   transactional,
+  telemetry,
 ];
 
 /** Not a scenario of this file: `bench/scrub-error.bench.ts`, which BENCH_ONLY=scrub selects. */

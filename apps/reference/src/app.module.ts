@@ -7,7 +7,7 @@ import {
 import { ConfigModule, ConfigService } from '@nestjs/config';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { OutboxModule, type OutboxModuleOptions } from '@app/outbox';
+import { OutboxDashboardModule, OutboxModule, type OutboxModuleOptions } from '@app/outbox';
 import { OUTBOX_MIGRATIONS, REFERENCE_APP_MIGRATIONS } from '../../../migrations';
 import { AuditModule } from './audit/audit.module';
 import { requestIdMiddleware } from './common/request-id';
@@ -20,6 +20,7 @@ import { NotificationsModule } from './notifications/notifications.module';
 import { OrganizationsModule } from './organizations/organizations.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { prometheusExporter } from './metrics/prometheus';
+import { LocalOnlyGuard } from './outbox-admin/local-only.guard';
 import { OutboxAdminModule } from './outbox-admin/outbox-admin.module';
 import { WEBHOOK_SENDER } from './webhooks/webhook-delivery';
 import { WebhooksModule } from './webhooks/webhooks.module';
@@ -91,6 +92,7 @@ export class AppModule implements NestModule {
         NotificationsModule,
         OutboxAdminModule,
         MetricsModule,
+        OutboxDashboardModule.forRoot({ path: '/outbox/ui', guard: LocalOnlyGuard }),
         HealthModule,
       ],
     };

@@ -18,6 +18,11 @@ export interface DeadLetterFilter {
   errorContains?: string;
   /** Also events still retrying after a failure. Default false: dead events only. */
   includeRetrying?: boolean;
+  /**
+   * The `fingerprint` of a dead-letter group: events a failed handler (the one of `handler` when
+   * given) failed with that kind of error. With `type` and `handler`, exactly one group.
+   */
+  fingerprint?: string;
   /** Also events discarded by `OutboxAdmin.discard`. Default false. */
   includeDiscarded?: boolean;
 }
@@ -83,6 +88,35 @@ export interface DeadLetterGroup {
   count: number;
   firstSeenAt: Date;
   lastSeenAt: Date;
+}
+
+/** What a dispatcher reports of itself every `DISPATCHER_REPORT_MS`. */
+export interface DispatcherReport {
+  /** `<host>/<pid>/<random>`: one per dispatcher start. */
+  id: string;
+  host: string;
+  pid: number;
+  state: string;
+  listener: string;
+  types: readonly string[] | null;
+  concurrency: number;
+  inFlight: number;
+  startedAt: Date;
+  lastClaimAt: Date | null;
+}
+
+/** A dispatcher as `OutboxAdmin.dispatchers` lists it. */
+export interface DispatcherInfo extends DispatcherReport {
+  seenAt: Date;
+  /** Reported within the last three report intervals; a process that died stops reporting. */
+  reporting: boolean;
+}
+
+/** Events delivered in one minute, for a throughput sparkline. */
+export interface MinuteCount {
+  /** The minute's start. */
+  at: Date;
+  delivered: number;
 }
 
 /** Undelivered events of one type by state, for `OutboxAdmin.status`. */

@@ -19,6 +19,8 @@ export {
 } from './event-dispatcher';
 export { OutboxPublisher, type EmitOptions, type EmitResultOptions } from './outbox.publisher';
 export { OutboxAdmin } from './outbox-admin';
+export { OutboxDashboardModule } from './dashboard/dashboard.module';
+export type { OutboxDashboardOptions } from './dashboard/dashboard.options';
 export type {
   DeadLetter,
   DeadLetterFilter,
@@ -33,6 +35,9 @@ export type {
   OutboxEventDetail,
   OutboxStatus,
   TypeBacklog,
+  MinuteCount,
+  DispatcherInfo,
+  DispatcherReport,
 } from './dead-letters';
 export {
   OutboxDispatcher,
@@ -100,6 +105,7 @@ export {
   DuplicateOutboxHandlerError,
   EmptyOutboxHandlerEventsError,
   InvalidOutboxAdminQueryError,
+  InvalidOutboxDashboardOptionsError,
   InvalidOutboxEventError,
   InvalidOutboxHandlerNameError,
   InvalidOutboxHandlerPolicyError,

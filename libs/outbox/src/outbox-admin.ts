@@ -11,12 +11,15 @@ import {
   type DeadLetterList,
   type DeadLetterPage,
   type OutboxEventDetail,
+  type DispatcherInfo,
+  type MinuteCount,
   type OutboxStatus,
 } from './dead-letters';
 import { InvalidOutboxAdminQueryError } from './outbox.errors';
 import { isUuid } from './outbox-event.validator';
 import { OutboxRepository } from './outbox.repository';
 import { OutboxTelemetry } from './outbox-telemetry';
+import { DISPATCHER_REPORT_MS } from './outbox-heartbeat';
 
 const DEFAULT_PAGE = 50;
 const MAX_PAGE = 500;
@@ -72,6 +75,26 @@ export class OutboxAdmin {
       nextDueInMs,
       byType: types,
     };
+  }
+
+  /**
+   * Every dispatcher that reports in (each running instance writes its state every 10 s), those
+   * that stopped reporting included for a day, marked `reporting: false`.
+   */
+  async dispatchers(): Promise<DispatcherInfo[]> {
+    const reports = unwrap(await this.repository.listDispatchers());
+    return reports.map(({ silentMs, ...report }) => ({
+      ...report,
+      reporting: silentMs < 3 * DISPATCHER_REPORT_MS,
+    }));
+  }
+
+  /** Events delivered in each of the last `minutes` minutes (1 to 1440, default 60), oldest first. */
+  async throughput(minutes = 60): Promise<MinuteCount[]> {
+    if (!Number.isSafeInteger(minutes) || minutes < 1 || minutes > 1440) {
+      throw new InvalidOutboxAdminQueryError('minutes', minutes, 'an integer from 1 to 1440');
+    }
+    return unwrap(await this.repository.throughput(minutes));
   }
 
   /** Dead (and with `includeRetrying`, retrying) events, newest first, by keyset pages. */
@@ -220,6 +243,7 @@ export class OutboxAdmin {
 const CONDITIONS = [
   'types',
   'handler',
+  'fingerprint',
   'organizationId',
   'aggregateType',
   'aggregateId',
@@ -243,6 +267,13 @@ function checkFilter(filter: DeadLetterFilter): void {
     if (value !== undefined && !(value instanceof Date && Number.isFinite(value.getTime()))) {
       throw new InvalidOutboxAdminQueryError(`filter.${field}`, value, 'a valid Date');
     }
+  }
+  if (filter.fingerprint !== undefined && !/^[0-9a-f]{32}$/.test(String(filter.fingerprint))) {
+    throw new InvalidOutboxAdminQueryError(
+      'filter.fingerprint',
+      filter.fingerprint,
+      'a fingerprint of groups (32 hex digits)',
+    );
   }
   for (const field of [
     'handler',

@@ -23,6 +23,7 @@ import type { PgListenerState } from './pg-listener-state';
 import { listenerClientConfig } from './listener-client-config';
 import { delay } from './delay';
 import { OutboxTelemetry } from './outbox-telemetry';
+import { OutboxHeartbeat } from './outbox-heartbeat';
 import { RateLimitedLog } from './rate-limited-log';
 
 /** What one `drainOnce` did. */
@@ -84,6 +85,7 @@ export class OutboxDispatcher
   private readonly completer: OutboxCompleter;
   private readonly executor: OutboxExecutor;
   private readonly producer: OutboxProducer;
+  private readonly heartbeat: OutboxHeartbeat;
 
   constructor(
     dispatcher: EventDispatcher,
@@ -122,6 +124,19 @@ export class OutboxDispatcher
     );
     this.producer = new OutboxProducer(repository, this.executor, this.completer, options, (n) =>
       this.telemetry.claimed(n),
+    );
+    this.heartbeat = new OutboxHeartbeat(
+      repository,
+      () => ({
+        state: this.current,
+        listener: this.listenerState,
+        types: options.types ?? null,
+        concurrency: options.concurrency,
+        inFlight: this.executor.active,
+        startedAt: this.startedAt ?? new Date(),
+        lastClaimAt: this.producer.lastClaimAt,
+      }),
+      (line) => this.logger.warn(line),
     );
   }
 
@@ -208,6 +223,7 @@ export class OutboxDispatcher
       await this.listener.start();
     }
     this.producer.start(this.abandonController.signal);
+    this.heartbeat.start();
   }
 
   /**
@@ -279,6 +295,7 @@ export class OutboxDispatcher
   private async halt(): Promise<void> {
     this.current = 'stopping';
     this.producer.stop();
+    this.heartbeat.beat();
     const { shutdownGraceMs } = this.options;
     const startedAt = Date.now();
     // Past the grace, settles and the listener's goodbye get SHUTDOWN_MARGIN_MS more; after
@@ -301,6 +318,7 @@ export class OutboxDispatcher
       this.completer.close();
       const left = shutdownGraceMs + SHUTDOWN_MARGIN_MS - (Date.now() - startedAt);
       await Promise.race([this.listener?.stop(left), deadline.promise]);
+      await Promise.race([this.heartbeat.stop(), deadline.promise]);
       deadline.cancel();
       this.repository.abandonInFlight();
       this.current = 'stopped';

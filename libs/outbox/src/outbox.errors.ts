@@ -223,6 +223,17 @@ export class InvalidOutboxAdminQueryError extends OutboxError {
   }
 }
 
+/** `OutboxDashboardModule.forRoot` was given an option it cannot use; fails the boot. */
+export class InvalidOutboxDashboardOptionsError extends OutboxError {
+  constructor(
+    readonly field: string,
+    readonly value: unknown,
+    expected: string,
+  ) {
+    super(`OutboxDashboardModule: ${field} must be ${expected}, got ${describeValue(value)}`);
+  }
+}
+
 function describeValue(value: unknown): string {
   const text = typeof value === 'string' ? JSON.stringify(value) : String(value);
   return text.length > 80 ? `${text.slice(0, 80)}…` : text;

@@ -40,7 +40,9 @@ import {
   type DeadLetterGroup,
   type DeadLetterList,
   type DeadLetterRow,
+  type DispatcherReport,
   type OutboxEventDetail,
+  type MinuteCount,
   type TypeBacklog,
 } from './dead-letters';
 import { fail, ok, type OutboxResult } from './outbox.result';
@@ -537,6 +539,65 @@ export class OutboxRepository {
     );
   }
 
+  /** Writes a dispatcher's report of itself (see `REPORT_DISPATCHER`). */
+  async reportDispatcher(report: DispatcherReport): Promise<OutboxResult<void>> {
+    return this.own(
+      'reportDispatcher',
+      SQL.REPORT_DISPATCHER,
+      [
+        report.id,
+        report.host,
+        report.pid,
+        report.state,
+        report.listener,
+        report.types ? [...report.types] : null,
+        report.concurrency,
+        report.inFlight,
+        report.startedAt,
+        report.lastClaimAt,
+      ],
+      () => undefined,
+    );
+  }
+
+  /** Removes a stopping dispatcher's report. */
+  async forgetDispatcher(id: string): Promise<OutboxResult<void>> {
+    return this.own('forgetDispatcher', SQL.FORGET_DISPATCHER, [id], () => undefined);
+  }
+
+  /** Every dispatcher's last report, and how long ago it came. */
+  async listDispatchers(): Promise<
+    OutboxResult<(DispatcherReport & { seenAt: Date; silentMs: number })[]>
+  > {
+    return this.own('listDispatchers', SQL.LIST_DISPATCHERS, [], (rows: DispatcherRow[]) =>
+      rows.map((row) => ({
+        id: row.id,
+        host: row.host,
+        pid: row.pid,
+        state: row.state,
+        listener: row.listener,
+        types: row.types,
+        concurrency: row.concurrency,
+        inFlight: row.in_flight,
+        startedAt: row.started_at,
+        lastClaimAt: row.last_claim_at,
+        seenAt: row.seen_at,
+        silentMs: Math.max(0, row.silent_ms),
+      })),
+    );
+  }
+
+  /** Events delivered per minute over the last `minutes` minutes (see `THROUGHPUT`). */
+  async throughput(minutes: number): Promise<OutboxResult<MinuteCount[]>> {
+    return this.own(
+      'throughput',
+      SQL.THROUGHPUT,
+      [minutes],
+      (rows: { minute: Date; delivered: number }[]) =>
+        rows.map((row) => ({ at: row.minute, delivered: row.delivered })),
+    );
+  }
+
   /** Undelivered events by type and state (see `BACKLOG_BY_TYPE`); grows with the backlog. */
   async backlogByType(): Promise<OutboxResult<TypeBacklog[]>> {
     return this.own('backlogByType', SQL.BACKLOG_BY_TYPE, [], (rows: BacklogRow[]) =>
@@ -782,7 +843,23 @@ function deadLetterParameters(filter: DeadLetterFilter): unknown[] {
     filter.deadBefore ?? null,
     filter.errorContains ?? null,
     filter.includeDiscarded ?? false,
+    filter.fingerprint ?? null,
   ];
+}
+
+interface DispatcherRow {
+  id: string;
+  host: string;
+  pid: number;
+  state: string;
+  listener: string;
+  types: string[] | null;
+  concurrency: number;
+  in_flight: number;
+  started_at: Date;
+  last_claim_at: Date | null;
+  seen_at: Date;
+  silent_ms: number;
 }
 
 interface BacklogRow {

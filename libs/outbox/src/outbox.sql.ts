@@ -654,11 +654,45 @@ export const MAKE_DUE = `
 `;
 
 /**
+ * A handler's part of `last_error` (`<handler>: <message>; …`, written by the event's last failed
+ * attempt), or the whole error for a row that names no failed handler (`handler` null).
+ */
+function handlerMessage(handler: string, lastError: string): string {
+  return `CASE WHEN ${handler} IS NULL THEN ${lastError}
+              ELSE (SELECT substr(part, length(${handler}) + 3)
+                    FROM unnest(string_to_array(${lastError}, '; ')) AS part
+                    WHERE starts_with(part, ${handler} || ': ')
+                    LIMIT 1)
+         END`;
+}
+
+/** A message with UUIDs, hex ids and numbers blanked out, hashed: one kind of error. */
+function fingerprintOf(message: string): string {
+  return `md5(regexp_replace(coalesce(${message}, ''),
+                 '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|0x[0-9a-f]+|\\m[0-9a-f]{8,}\\M|[0-9]+',
+                 '#', 'gi'))`;
+}
+
+/**
+ * The handlers a row failed and has not delivered, as rows `h(key)`; one null key for a row that
+ * names none (dead under the event-level rule of an older version).
+ */
+function failedHandlersOf(failures: string, deliveries: string): string {
+  return `(SELECT k.key FROM jsonb_object_keys(${failures}) AS k(key) WHERE NOT ${deliveries} ? k.key
+           UNION ALL
+           SELECT NULL WHERE NOT EXISTS (
+             SELECT 1 FROM jsonb_object_keys(${failures}) AS k(key) WHERE NOT ${deliveries} ? k.key)
+          ) AS h(key)`;
+}
+
+/**
  * Dead letters for OutboxAdmin: undelivered events that are dead, and (`$1`) those retrying
  * after a failure. Discarded events are dead ones an operator set aside: left out unless `$10`.
  * Each other condition applies when its value is given: $2 types, $3 a handler that has failed
  * and not delivered, $4 organization, $5 aggregate type, $6 aggregate id, $7 dead (retrying:
- * occurred) at or after, $8 before, $9 text in the last error (case-insensitive).
+ * occurred) at or after, $8 before, $9 text in the last error (case-insensitive), $11 the
+ * fingerprint of a group (`GROUP_DEAD_LETTERS`): a failed handler (the one of $3 when given)
+ * failed with that kind of error.
  */
 const DEAD_LETTER_FILTER = `
   dispatched_at IS NULL
@@ -672,6 +706,10 @@ const DEAD_LETTER_FILTER = `
   AND ($7::timestamptz IS NULL OR coalesce(dead_at, occurred_at) >= $7::timestamptz)
   AND ($8::timestamptz IS NULL OR coalesce(dead_at, occurred_at) < $8::timestamptz)
   AND ($9::text IS NULL OR strpos(lower(last_error), lower($9::text)) > 0)
+  AND ($11::text IS NULL OR EXISTS (
+    SELECT 1 FROM ${failedHandlersOf('failures', 'deliveries')}
+    WHERE ($3::text IS NULL OR h.key = $3::text)
+      AND ${fingerprintOf(handlerMessage('h.key', 'last_error'))} = $11::text))
 `;
 
 /** `next_attempt_at`, null for a dead row that waits for a replay ('infinity'). */
@@ -679,9 +717,9 @@ const NEXT_ATTEMPT = `CASE WHEN next_attempt_at < 'infinity' THEN next_attempt_a
 
 /**
  * A page of dead letters, newest first by dead time (with retrying events: by dead time, else
- * occurrence) and id, read by keyset from $11/$12 (the last row of the previous page; its time as
+ * occurrence) and id, read by keyset from $12/$13 (the last row of the previous page; its time as
  * `dead_letter_key` gives it with microseconds). Dead only, the order is `outbox_event_dead_idx`
- * read backwards. $1–$10 the filter, $13 the page size.
+ * read backwards. $1–$11 the filter, $14 the page size.
  */
 export function listDeadLettersStatement(includeRetrying: boolean): string {
   const key = includeRetrying ? 'coalesce(dead_at, occurred_at)' : 'dead_at';
@@ -692,9 +730,9 @@ export function listDeadLettersStatement(includeRetrying: boolean): string {
          to_char(${key} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS dead_letter_key
   FROM outbox_event
   WHERE ${DEAD_LETTER_FILTER}
-    AND ($11::timestamptz IS NULL OR (${key}, id) < ($11::timestamptz, $12::uuid))
+    AND ($12::timestamptz IS NULL OR (${key}, id) < ($12::timestamptz, $13::uuid))
   ORDER BY ${key} DESC, id DESC
-  LIMIT $13
+  LIMIT $14
 `;
 }
 
@@ -706,37 +744,28 @@ export function listDeadLettersStatement(includeRetrying: boolean): string {
  * attempts earlier has none there). An event that records no failed handler (dead under the
  * event-level rule of an older version) gives one row with a null handler and its whole error.
  * The fingerprint is the message with UUIDs, hex ids and numbers blanked out, hashed.
- * $1–$10 the dead-letter filter, $11 the most groups returned (largest first).
+ * $1–$11 the dead-letter filter, $12 the most groups returned (largest first).
  */
 export const GROUP_DEAD_LETTERS = `
   WITH failed AS (
     SELECT e.type, h.key AS handler, coalesce(e.dead_at, e.occurred_at) AS seen_at,
-           CASE WHEN h.key IS NULL THEN e.last_error
-                ELSE (SELECT substr(part, length(h.key) + 3)
-                      FROM unnest(string_to_array(e.last_error, '; ')) AS part
-                      WHERE starts_with(part, h.key || ': ')
-                      LIMIT 1)
-           END AS message
-    FROM (SELECT * FROM outbox_event WHERE ${DEAD_LETTER_FILTER}) AS e
-    LEFT JOIN LATERAL (
-      SELECT k.key FROM jsonb_object_keys(e.failures) AS k(key) WHERE NOT e.deliveries ? k.key
-    ) AS h ON true
+           ${handlerMessage('h.key', 'e.last_error')} AS message
+    FROM (SELECT * FROM outbox_event WHERE ${DEAD_LETTER_FILTER}) AS e,
+         LATERAL ${failedHandlersOf('e.failures', 'e.deliveries')}
     WHERE $3::text IS NULL OR h.key = $3::text
   ),
   fingerprinted AS (
-    SELECT type, handler, seen_at, message,
-           md5(regexp_replace(coalesce(message, ''),
-                              '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|0x[0-9a-f]+|\\m[0-9a-f]{8,}\\M|[0-9]+',
-                              '#', 'gi')) AS fingerprint
+    SELECT type, handler, seen_at, message, ${fingerprintOf('message')} AS fingerprint
     FROM failed
     WHERE $9::text IS NULL OR strpos(lower(message), lower($9::text)) > 0
   )
   SELECT type, handler, fingerprint, min(message) AS sample_error, count(*)::int AS count,
          min(seen_at) AS first_seen_at, max(seen_at) AS last_seen_at
   FROM fingerprinted
+  WHERE $11::text IS NULL OR fingerprint = $11::text
   GROUP BY type, handler, fingerprint
   ORDER BY count(*) DESC, max(seen_at) DESC
-  LIMIT $11
+  LIMIT $12
 `;
 
 /** One event whole, whatever its state. $1 id. */
@@ -750,8 +779,8 @@ export const FIND_EVENT = `
 `;
 
 /**
- * The rows of one batch of an admin change: those the dead-letter filter ($1–$10) and the ids
- * ($11, uuid[] or null) select, past $12 (keyset by id), at most $13, that `extra` allows. None
+ * The rows of one batch of an admin change: those the dead-letter filter ($1–$11) and the ids
+ * ($12, uuid[] or null) select, past $13 (keyset by id), at most $14, that `extra` allows. None
  * under a lease in flight (a claim is running their handlers); an expired lease (its relay died)
  * does not protect a row. Locked, so the update sees what was selected.
  */
@@ -761,20 +790,20 @@ function adminBatch(extra: string): string {
     SELECT id, type
     FROM outbox_event
     WHERE ${DEAD_LETTER_FILTER}
-      AND ($11::uuid[] IS NULL OR id = ANY ($11::uuid[]))
-      AND id > $12::uuid
+      AND ($12::uuid[] IS NULL OR id = ANY ($12::uuid[]))
+      AND id > $13::uuid
       AND (lease_expires_at IS NULL OR lease_expires_at <= now())
       AND ${extra}
     ORDER BY id
-    LIMIT $13
+    LIMIT $14
     FOR UPDATE
   )`;
 }
 
 /**
- * Records each changed row as an event of type $16 (payload: the row's identity and
+ * Records each changed row as an event of type $17 (payload: the row's identity and
  * `extraPayload`), in the same statement, so audit handlers see every admin change; ids come
- * from $17 (uuid[], one per row of the batch, in id order). Wakes the dispatchers ($18 channel).
+ * from $18 (uuid[], one per row of the batch, in id order). Wakes the dispatchers ($19 channel).
  */
 function recordChanges(changed: string, extraPayload: string): string {
   return `
@@ -782,7 +811,7 @@ function recordChanges(changed: string, extraPayload: string): string {
     INSERT INTO outbox_event
       (id, type, aggregate_type, aggregate_id, organization_id, request_id, payload,
        causation_id, correlation_id)
-    SELECT ($17::uuid[])[row_number() OVER (ORDER BY id)], $16::text, '${OUTBOX_EVENT_AGGREGATE}',
+    SELECT ($18::uuid[])[row_number() OVER (ORDER BY id)], $17::text, '${OUTBOX_EVENT_AGGREGATE}',
            id::text, organization_id, request_id,
            jsonb_build_object('eventId', id, 'type', type, 'aggregateType', aggregate_type,
                               'aggregateId', aggregate_id, ${extraPayload}),
@@ -791,7 +820,7 @@ function recordChanges(changed: string, extraPayload: string): string {
     RETURNING id
   ),
   woken AS (
-    SELECT pg_notify($18, '') FROM (SELECT 1 FROM recorded LIMIT 1) AS any_recorded
+    SELECT pg_notify($19, '') FROM (SELECT 1 FROM recorded LIMIT 1) AS any_recorded
   )
   SELECT p.id, p.type, c.id IS NOT NULL AS changed, (SELECT count(*) FROM woken) AS woken
   FROM picked AS p
@@ -802,17 +831,17 @@ function recordChanges(changed: string, extraPayload: string): string {
 
 /**
  * Replays dead events now (discarded ones too, which are restored): the next claim runs their
- * handlers not yet delivered, or only those of $14 (text[] or null) when given. Named handlers
+ * handlers not yet delivered, or only those of $15 (text[] or null) when given. Named handlers
  * are marked with a retry time of now (the claim of a dead row runs the marked handlers when
  * any is marked, see `OutboxExecutor`); every other mark is cleared. An event none of whose
- * named handlers is left undelivered is not selected. $15 true: a dry run that changes nothing
- * and returns what would change. $19 jsonb of the payload's `handlers` and `actor`.
- * $1–$13 as in `adminBatch`, $16–$18 as in `recordChanges`.
+ * named handlers is left undelivered is not selected. $16 true: a dry run that changes nothing
+ * and returns what would change. $20 jsonb of the payload's `handlers` and `actor`.
+ * $1–$14 as in `adminBatch`, $17–$19 as in `recordChanges`.
  */
 export const REPLAY_SELECTED = `
   WITH ${adminBatch(`dead_at IS NOT NULL
-      AND ($14::text[] IS NULL OR EXISTS (
-        SELECT 1 FROM unnest($14::text[]) AS h(name) WHERE NOT deliveries ? h.name))`)},
+      AND ($15::text[] IS NULL OR EXISTS (
+        SELECT 1 FROM unnest($15::text[]) AS h(name) WHERE NOT deliveries ? h.name))`)},
   replayed AS (
     UPDATE outbox_event AS e
     SET next_attempt_at = now(),
@@ -821,39 +850,39 @@ export const REPLAY_SELECTED = `
         failures = ${retryTimesCleared('e.failures')} || coalesce(
           (SELECT jsonb_object_agg(h.name, coalesce(e.failures -> h.name, '{"count": 0}'::jsonb)
                                            || jsonb_build_object('retryAt', now()))
-           FROM unnest($14::text[]) AS h(name)
+           FROM unnest($15::text[]) AS h(name)
            WHERE NOT e.deliveries ? h.name),
           '{}'::jsonb)
     FROM picked
     WHERE e.id = picked.id
-      AND NOT $15::boolean
+      AND NOT $16::boolean
     RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
               e.correlation_id
   ),
-  ${recordChanges('replayed', `'handlers', $19::jsonb -> 'handlers', 'actor', $19::jsonb -> 'actor'`)}`;
+  ${recordChanges('replayed', `'handlers', $20::jsonb -> 'handlers', 'actor', $20::jsonb -> 'actor'`)}`;
 
 /**
  * Discards events: they stop being replayed, stay visible (listed with `includeDiscarded`) with
  * the time and the reason, and are deleted by the retention sweep later. A retrying event (when
  * the filter includes them) becomes dead as it is discarded; a lease that expired is ended, so
- * its relay's late settle writes nothing. $14 unused (null), $15 dry run, $19 jsonb of the
- * payload's `reason` and `actor`. $1–$13 as in `adminBatch`, $16–$18 as in `recordChanges`.
+ * its relay's late settle writes nothing. $15 unused (null), $16 dry run, $20 jsonb of the
+ * payload's `reason` and `actor`. $1–$14 as in `adminBatch`, $17–$19 as in `recordChanges`.
  */
 export const DISCARD_SELECTED = `
-  WITH ${adminBatch(`discarded_at IS NULL AND $14::text[] IS NULL`)},
+  WITH ${adminBatch(`discarded_at IS NULL AND $15::text[] IS NULL`)},
   discarded AS (
     UPDATE outbox_event AS e
     SET discarded_at = now(),
-        discard_reason = $19::jsonb ->> 'reason',
+        discard_reason = $20::jsonb ->> 'reason',
         dead_at = coalesce(e.dead_at, now()),
         lease_expires_at = NULL
     FROM picked
     WHERE e.id = picked.id
-      AND NOT $15::boolean
+      AND NOT $16::boolean
     RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
               e.correlation_id
   ),
-  ${recordChanges('discarded', `'reason', $19::jsonb -> 'reason', 'actor', $19::jsonb -> 'actor'`)}`;
+  ${recordChanges('discarded', `'reason', $20::jsonb -> 'reason', 'actor', $20::jsonb -> 'actor'`)}`;
 
 /**
  * Undelivered events by type and state, for an operator's status: it reads every undelivered
@@ -875,4 +904,53 @@ export const BACKLOG_BY_TYPE = `
   WHERE dispatched_at IS NULL
   GROUP BY type
   ORDER BY type
+`;
+
+/**
+ * Events delivered in each of the last $1 minutes, oldest first, every minute present (0 when
+ * none): one range of `outbox_event_dispatched_idx` per minute.
+ */
+export const THROUGHPUT = `
+  SELECT m.minute,
+         (SELECT count(*)::int
+          FROM outbox_event
+          WHERE dispatched_at >= m.minute
+            AND dispatched_at < m.minute + interval '1 minute') AS delivered
+  FROM generate_series(date_trunc('minute', now()) - make_interval(mins => $1::int - 1),
+                       date_trunc('minute', now()),
+                       interval '1 minute') AS m(minute)
+  ORDER BY m.minute
+`;
+
+/**
+ * A dispatcher reports in: its row is written (or rewritten) with `seen_at` now, and rows of
+ * dispatchers not seen for a day (their process died without removing them) are cleared.
+ * $1 id, $2 host, $3 pid, $4 state, $5 listener, $6 types (text[] or null), $7 concurrency,
+ * $8 in flight, $9 started at, $10 last claim at.
+ */
+export const REPORT_DISPATCHER = `
+  WITH forgotten AS (
+    DELETE FROM outbox_dispatcher WHERE seen_at < now() - interval '1 day' AND id <> $1
+  )
+  INSERT INTO outbox_dispatcher
+    (id, host, pid, state, listener, types, concurrency, in_flight, started_at, last_claim_at,
+     seen_at)
+  VALUES ($1, $2, $3, $4, $5, $6::text[], $7, $8, $9, $10, now())
+  ON CONFLICT (id) DO UPDATE
+  SET state = excluded.state,
+      listener = excluded.listener,
+      in_flight = excluded.in_flight,
+      last_claim_at = excluded.last_claim_at,
+      seen_at = now()
+`;
+
+/** A stopping dispatcher leaves. $1 id. */
+export const FORGET_DISPATCHER = `DELETE FROM outbox_dispatcher WHERE id = $1`;
+
+/** Every dispatcher that reported in, with how long ago (ms) it last did. */
+export const LIST_DISPATCHERS = `
+  SELECT id, host, pid, state, listener, types, concurrency, in_flight, started_at,
+         last_claim_at, seen_at, (extract(epoch FROM now() - seen_at) * 1000)::float8 AS silent_ms
+  FROM outbox_dispatcher
+  ORDER BY host, pid, id
 `;

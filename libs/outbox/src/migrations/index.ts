@@ -3,6 +3,7 @@ import { OutboxDueIndex1765000000000 } from './1765000000000-outbox-due-index';
 import { OutboxEventCausation1766000000000 } from './1766000000000-outbox-event-causation';
 import { OutboxHandlerFailures1767000000000 } from './1767000000000-outbox-handler-failures';
 import { OutboxDiscard1768000000000 } from './1768000000000-outbox-discard';
+import { OutboxDispatcherReports1769000000000 } from './1769000000000-outbox-dispatcher';
 
 /** The outbox's migrations, in order: add them to your DataSource's `migrations`. */
 export const OUTBOX_MIGRATIONS = [
@@ -11,4 +12,5 @@ export const OUTBOX_MIGRATIONS = [
   OutboxEventCausation1766000000000,
   OutboxHandlerFailures1767000000000,
   OutboxDiscard1768000000000,
+  OutboxDispatcherReports1769000000000,
 ];

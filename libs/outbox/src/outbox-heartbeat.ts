@@ -1,0 +1,56 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { DispatcherReport } from './dead-letters';
+import type { OutboxRepository } from './outbox.repository';
+import { RateLimitedLog } from './rate-limited-log';
+
+/** How often a running dispatcher reports in. */
+export const DISPATCHER_REPORT_MS = 10_000;
+
+/**
+ * A running dispatcher's report of itself in `outbox_dispatcher`, every `DISPATCHER_REPORT_MS`
+ * and at each change of state, so an operator sees every instance, not only the one that serves
+ * the page. A report that fails (the database is away, the table is not migrated yet) is tried
+ * again at the next beat and logged at most once a minute; it never touches delivery.
+ */
+export class OutboxHeartbeat {
+  readonly id = `${hostname()}/${process.pid}/${randomBytes(3).toString('hex')}`;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<unknown> | undefined;
+  private readonly failures: RateLimitedLog;
+
+  constructor(
+    private readonly repository: OutboxRepository,
+    private readonly snapshot: () => Omit<DispatcherReport, 'id' | 'host' | 'pid'>,
+    warn: (line: string) => void,
+  ) {
+    this.failures = new RateLimitedLog(warn, 1, 60_000);
+  }
+
+  start(): void {
+    this.beat();
+    this.timer = setInterval(() => this.beat(), DISPATCHER_REPORT_MS);
+    this.timer.unref();
+  }
+
+  /** Reports now (a change of state), unless a report is already on its way. */
+  beat(): void {
+    this.running ??= this.repository
+      .reportDispatcher({ id: this.id, host: hostname(), pid: process.pid, ...this.snapshot() })
+      .then((result) => {
+        if (!result.ok)
+          this.failures.log(`Outbox dispatcher report failed: ${result.error.message}`);
+      })
+      .finally(() => {
+        this.running = undefined;
+      });
+  }
+
+  /** Stops reporting and removes the report; the caller bounds the wait. */
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running;
+    await this.repository.forgetDispatcher(this.id);
+  }
+}

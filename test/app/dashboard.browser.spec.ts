@@ -1,0 +1,129 @@
+import type { INestApplication } from '@nestjs/common';
+import { existsSync, mkdirSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import request from 'supertest';
+import { OutboxAdmin } from '@app/outbox';
+import { eventually } from '../support/outbox-app';
+import { createReferenceApp } from '../support/reference-app';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { WebhookReceiver } from '../support/webhook-receiver';
+import { plantSecret } from '../support/log-guard';
+
+/**
+ * The dashboard in a real browser: Chromium (Debian's, driven by playwright-core) loads the
+ * reference app's /outbox/ui on a real PostgreSQL, sees a webhook die while its receiver is
+ * down, replays it from the page once the receiver is back, and sees it delivered.
+ */
+
+/** Where a Chromium may be: `CHROMIUM_PATH`, else Debian's and Ubuntu's packages. */
+function chromiumPath(): string {
+  const candidates = [
+    process.env.CHROMIUM_PATH,
+    '/usr/bin/chromium',
+    '/usr/bin/chromium-browser',
+    '/usr/bin/google-chrome',
+  ];
+  const found = candidates.find((path) => path && existsSync(path));
+  if (!found) {
+    throw new Error(
+      'the dashboard test drives a real Chromium: install one (apt-get install chromium) or set CHROMIUM_PATH',
+    );
+  }
+  return found;
+}
+
+/** Screenshots of the run, kept for a look after it (git-ignored). */
+const SHOTS = join(__dirname, '../../.data/screenshots');
+
+let db: TestDatabase;
+let receiver: WebhookReceiver;
+let app: INestApplication;
+let browser: Browser;
+let page: Page;
+let base: string;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  receiver = await WebhookReceiver.start();
+  // The real dispatcher: two retries 50 ms apart, then the webhook is dead.
+  app = await createReferenceApp(db.url, { WEBHOOK_RETRY_SCHEDULE_MS: '50,50' });
+  await app.listen(0, '127.0.0.1');
+  const { port } = app.getHttpServer().address() as AddressInfo;
+  base = `http://127.0.0.1:${port}`;
+  browser = await chromium.launch({
+    executablePath: chromiumPath(),
+    // Root in CI containers: Chromium's sandbox needs user namespaces it may not have there.
+    args: ['--no-sandbox'],
+    timeout: 30_000,
+  });
+  page = await browser.newPage();
+  page.setDefaultTimeout(15_000);
+  mkdirSync(SHOTS, { recursive: true });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await app?.close();
+  await receiver?.close();
+  await db?.close();
+});
+
+it('shows a dead webhook, replays it from the page after a confirmation, and shows it delivered', async () => {
+  await page.goto(`${base}/outbox/ui`);
+  await page.getByTestId('no-dead-letters').waitFor();
+  // The app's own dispatcher reports in.
+  expect(await page.getByTestId('dispatchers').innerText()).toMatch(/running\s+listening/);
+
+  // An organization with a webhook endpoint, whose receiver fails every try of the next event.
+  const http = request(app.getHttpServer());
+  const org = await http
+    .post('/organizations')
+    .send({ name: 'Acme', adminEmail: 'admin@acme.test' })
+    .expect(201);
+  const endpoint = await http
+    .post(`/organizations/${org.body.id}/webhooks`)
+    .send({ url: receiver.url('/hooks/acme'), events: ['member.invited'] })
+    .expect(201);
+  receiver.trust('/hooks/acme', plantSecret(endpoint.body.secret));
+  receiver.failNext(3);
+  await http
+    .post(`/organizations/${org.body.id}/members`)
+    .send({ email: 'ana@acme.test', role: 'member' })
+    .expect(201);
+  const admin = app.get(OutboxAdmin);
+  await eventually(
+    'the webhook delivery is dead',
+    async () => (await admin.list({ types: ['webhook.delivery'] })).items.length === 1,
+  );
+  const [dead] = (await admin.list({ types: ['webhook.delivery'] })).items;
+
+  // It appears on the page: one group, with the handler and the error.
+  await page.reload();
+  const row = page.getByTestId('groups').locator('tr', { hasText: 'webhook.delivery' });
+  await row.waitFor();
+  expect(await row.innerText()).toContain('webhook-sender');
+  expect(await page.getByTestId('count-dead').innerText()).toMatch(/^1\s*dead$/);
+  await page.screenshot({ path: join(SHOTS, 'dashboard-dead.png'), fullPage: true });
+
+  // Replay: the confirmation page shows the dry run, and nothing has changed yet.
+  await row.getByRole('button', { name: 'Replay' }).click();
+  expect(await page.getByTestId('confirm-count').innerText()).toMatch(/^Replay 1 event \(/);
+  expect((await admin.show(dead.id))!.nextAttemptAt!.getTime()).toBeGreaterThan(Date.now());
+  await page.screenshot({ path: join(SHOTS, 'dashboard-confirm.png'), fullPage: true });
+  await page.getByRole('button', { name: 'Confirm replay' }).click();
+  await page.getByRole('status').waitFor();
+  expect(await page.getByRole('status').innerText()).toBe('Replayed 1 events.');
+
+  // The receiver answers now: the replay delivers it, and the page says so.
+  await eventually('the replayed webhook is delivered', async () =>
+    Boolean((await admin.show(dead.id))?.dispatchedAt),
+  );
+  expect(receiver.requestsTo('/hooks/acme')).toHaveLength(4);
+  await page.goto(`${base}/outbox/ui`);
+  await page.getByTestId('no-dead-letters').waitFor();
+  await page.goto(`${base}/outbox/ui/events/${dead.id}`);
+  expect(await page.getByTestId('event-state').innerText()).toBe('delivered');
+  await page.screenshot({ path: join(SHOTS, 'dashboard-event.png'), fullPage: true });
+});

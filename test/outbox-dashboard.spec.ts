@@ -1,0 +1,159 @@
+import { Injectable, type CanActivate, type INestApplication } from '@nestjs/common';
+import request from 'supertest';
+import { DataSource } from 'typeorm';
+import {
+  InvalidOutboxDashboardOptionsError,
+  OnOutboxEvent,
+  OutboxDashboardModule,
+  OutboxPublisher,
+} from '@app/outbox';
+import { drainUntilIdle, outboxTestingOptions } from '@app/outbox/testing';
+import { createOutboxApp } from './support/outbox-app';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+
+/**
+ * OutboxDashboardModule over HTTP: what it refuses to mount, what its guard does, that every
+ * value on the page is escaped, and that bad input and foreign forms get 4xx, never a 500.
+ */
+
+@Injectable()
+class Handlers {
+  @OnOutboxEvent('mailer', { events: ['<script>alert(1)</script>'] })
+  mailer() {
+    throw new Error('<img src=x onerror=alert(2)> refused');
+  }
+}
+
+/** Lets in requests that carry the operator's header, as a real auth guard would a session. */
+@Injectable()
+class HeaderGuard implements CanActivate {
+  canActivate(context: Parameters<CanActivate['canActivate']>[0]): boolean {
+    const request = context.switchToHttp().getRequest<{ headers: Record<string, unknown> }>();
+    return request.headers['x-operator'] === 'ana';
+  }
+}
+
+let db: TestDatabase;
+let app: INestApplication;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  app = await createOutboxApp({
+    url: db.url,
+    outbox: outboxTestingOptions({ maxAttempts: 1 }),
+    providers: [Handlers],
+    imports: [OutboxDashboardModule.forRoot({ path: '/ops/outbox', guard: HeaderGuard })],
+  });
+  await app
+    .get(DataSource)
+    .transaction((manager) =>
+      app
+        .get(OutboxPublisher)
+        .emit(
+          { type: '<script>alert(1)</script>', aggregateType: 'x', aggregateId: '1', payload: {} },
+          { manager },
+        ),
+    );
+  await drainUntilIdle(app);
+});
+
+afterAll(async () => {
+  await app?.close();
+  await db?.close();
+});
+
+const operator = () => ({ 'x-operator': 'ana' });
+
+describe('mounting', () => {
+  it.each([
+    [{}, 'guard', /must be a guard: the page replays and discards events/],
+    [{ unguarded: 'production' }, 'unguarded', /must be 'local-development'/],
+    [{ guard: 'yes' }, 'guard', /must be a CanActivate guard class or instance/],
+    [{ guard: HeaderGuard, unguarded: 'local-development' }, 'unguarded', /absent when a guard/],
+    [{ path: 'outbox', guard: HeaderGuard }, 'path', /an absolute URL path/],
+    [{ path: '/outbox/', guard: HeaderGuard }, 'path', /without a trailing slash/],
+  ])('refuses %j, naming %s', (options, field, message) => {
+    let error: unknown;
+    try {
+      OutboxDashboardModule.forRoot(options as never);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(InvalidOutboxDashboardOptionsError);
+    expect((error as InvalidOutboxDashboardOptionsError).field).toBe(field);
+    expect((error as Error).message).toMatch(message);
+  });
+
+  it('mounts without a guard only when told the page is for local development', () => {
+    expect(
+      OutboxDashboardModule.forRoot({ unguarded: 'local-development' }).controllers,
+    ).toHaveLength(1);
+  });
+});
+
+describe('the page', () => {
+  it('is behind the guard', async () => {
+    await request(app.getHttpServer()).get('/ops/outbox').expect(403);
+    await request(app.getHttpServer()).post('/ops/outbox/replay').send('id=x').expect(403);
+  });
+
+  it('escapes every value it shows: types, handlers and errors are data, never markup', async () => {
+    const page = await request(app.getHttpServer()).get('/ops/outbox').set(operator()).expect(200);
+    expect(page.headers['content-type']).toBe('text/html; charset=utf-8');
+    expect(page.text).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
+    expect(page.text).toContain('&lt;img src=x onerror=alert(2)&gt; refused');
+    expect(page.text).not.toMatch(/<script>|<img /);
+  });
+
+  it('answers bad input with a 400 and an unknown event with a 404, as pages', async () => {
+    const http = request(app.getHttpServer());
+    const bad = await http.get('/ops/outbox/dead?fingerprint=nope').set(operator()).expect(400);
+    expect(bad.text).toContain('filter.fingerprint must be a fingerprint of groups');
+    await http
+      .get('/ops/outbox/events/0190a0a0-0000-7000-8000-000000000000')
+      .set(operator())
+      .expect(404);
+    await http.get('/ops/outbox/events/42').set(operator()).expect(404);
+    const action = await http
+      .post('/ops/outbox/confirm')
+      .set(operator())
+      .type('form')
+      .send({ action: 'delete', type: 'x' })
+      .expect(400);
+    expect(action.text).toContain('action must be &#39;replay&#39; or &#39;discard&#39;');
+    const everything = await http
+      .post('/ops/outbox/replay')
+      .set(operator())
+      .type('form')
+      .send({})
+      .expect(400);
+    expect(everything.text).toContain('selector.filter must be a filter with at least one');
+  });
+
+  it('refuses a form posted from another origin, and changes nothing', async () => {
+    const http = request(app.getHttpServer());
+    const [before] = await db.dataSource.query<{ next_attempt_at: Date }[]>(
+      `SELECT next_attempt_at FROM outbox_event WHERE dead_at IS NOT NULL`,
+    );
+    await http
+      .post('/ops/outbox/replay')
+      .set({ ...operator(), origin: 'https://evil.example' })
+      .type('form')
+      .send({ type: '<script>alert(1)</script>' })
+      .expect(403);
+    const [after] = await db.dataSource.query<{ next_attempt_at: Date }[]>(
+      `SELECT next_attempt_at FROM outbox_event WHERE dead_at IS NOT NULL`,
+    );
+    expect(after).toEqual(before);
+
+    // The page's own form (same origin) goes through, and lands back on the overview.
+    const host = 'dashboard.test';
+    const done = await http
+      .post('/ops/outbox/replay')
+      .set({ ...operator(), host, origin: `https://${host}` })
+      .type('form')
+      .send({ type: '<script>alert(1)</script>' })
+      .expect(303);
+    expect(done.headers.location).toBe('/ops/outbox?notice=Replayed+1+events.');
+  });
+});

@@ -1,0 +1,62 @@
+import type { INestApplication } from '@nestjs/common';
+import { hostname } from 'node:os';
+import { OutboxAdmin, OutboxDispatcher } from '@app/outbox';
+import { createOutboxApp, eventually } from './support/outbox-app';
+import { createTestDatabase, type TestDatabase } from './support/test-database';
+
+/** Every running dispatcher reports in to `outbox_dispatcher`, and leaves when it stops. */
+
+let db: TestDatabase;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+
+afterAll(async () => {
+  await db?.close();
+});
+
+const worker = (types?: string[]) =>
+  createOutboxApp({
+    url: db.url,
+    outbox: { listen: { enabled: false }, pollIntervalMs: 60_000, concurrency: 7, types },
+  });
+
+it('lists each running dispatcher with its state, and forgets one that stopped', async () => {
+  const apps: INestApplication[] = [];
+  try {
+    apps.push(await worker(), await worker(['invoice.paid']));
+    const admin = apps[0].get(OutboxAdmin);
+    await eventually('both report in', async () => (await admin.dispatchers()).length === 2);
+    const reports = await admin.dispatchers();
+    expect(reports).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ types: null }),
+        expect.objectContaining({ types: ['invoice.paid'] }),
+      ]),
+    );
+    for (const report of reports) {
+      expect(report).toMatchObject({
+        host: hostname(),
+        pid: process.pid,
+        state: 'running',
+        listener: 'disabled',
+        concurrency: 7,
+        inFlight: 0,
+        reporting: true,
+      });
+    }
+    expect(new Set(reports.map((r) => r.id)).size).toBe(2);
+
+    await apps.pop()!.close();
+    expect((await admin.dispatchers()).map((r) => r.types)).toEqual([null]);
+
+    // A process that died stops reporting: its row stays, marked silent, until a day has passed.
+    await db.dataSource.query(`UPDATE outbox_dispatcher SET seen_at = now() - interval '1 minute'`);
+    expect(await admin.dispatchers()).toMatchObject([{ reporting: false }]);
+    await apps[0].get(OutboxDispatcher).stop();
+    expect(await admin.dispatchers()).toEqual([]);
+  } finally {
+    for (const app of apps) await app.close();
+  }
+});
