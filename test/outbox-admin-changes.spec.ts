@@ -195,7 +195,8 @@ describe('OutboxAdmin.replay', () => {
       INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, attempts, dead_at,
                                 next_attempt_at, failures, last_error)
       SELECT gen_random_uuid(), 'member.invited', 'member', 'm-' || n, '{}', 1, now(),
-             'infinity', '{"mailer": {"count": 1, "retryAt": null}}', 'mailer: Error: 421'
+             '9999-12-31 00:00:00+00', '{"mailer": {"count": 1, "retryAt": null}}',
+             'mailer: Error: 421'
       FROM generate_series(1, 1200) AS n`);
 
     const dry = await admin.replay({ filter: { types: ['member.invited'] } }, { dryRun: true });
@@ -204,7 +205,8 @@ describe('OutboxAdmin.replay', () => {
     expect(new Set(dry.ids).size).toBe(1200);
     expect(await recorded(OUTBOX_EVENT_REPLAYED)).toEqual([]);
     const [{ waiting }] = await db.dataSource.query<{ waiting: number }[]>(
-      `SELECT count(*)::int AS waiting FROM outbox_event WHERE next_attempt_at = 'infinity'`,
+      `SELECT count(*)::int AS waiting FROM outbox_event
+       WHERE next_attempt_at = '9999-12-31 00:00:00+00'`,
     );
     expect(waiting).toBe(1200);
 
@@ -325,6 +327,57 @@ describe('OutboxAdmin.discard', () => {
       [id],
     );
     expect(await admin.discard({ ids: [id] }, { reason: 'x' })).toMatchObject({ ids: [id] });
+  });
+
+  it("ends a lease that ran out, so the stalled relay's late failure cannot undo the replay", async () => {
+    const [id] = await emitDead([paid(1)], ['mailer']);
+    // A replay of the dead event was claimed, and its relay stalled past the lease.
+    await db.dataSource.query(
+      `UPDATE outbox_event SET attempts = attempts + 1,
+              lease_expires_at = now() - interval '1 second',
+              next_attempt_at = now() - interval '1 second'
+       WHERE id = $1`,
+      [id],
+    );
+    const [{ attempts }] = await db.dataSource.query<{ attempts: number }[]>(
+      'SELECT attempts FROM outbox_event WHERE id = $1',
+      [id],
+    );
+    expect((await admin.replay({ ids: [id] }, { handlers: ['mailer'] })).ids).toEqual([id]);
+    const late = await app.get(OutboxRepository).markFailed(
+      [
+        {
+          id,
+          attempts,
+          handlers: [],
+          failedHandlers: ['mailer'],
+          error: new Error('late'),
+          retryDelayMs: 0,
+          failures: [{ handler: 'mailer', count: 2, delayMs: null }],
+          pending: [],
+          dead: true,
+        },
+      ],
+      { maxAttempts: 1, deadRetryMs: Infinity },
+    );
+    expect(late).toEqual({ ok: true, value: { settled: [], stale: [id], newlyDead: [] } });
+    await drainUntilIdle(app);
+    expect(Object.fromEntries(runs)).toEqual({ mailer: 1 });
+    expect((await row(id)).dispatched_at).not.toBeNull();
+  });
+
+  it('selects no event for a handler name that has not failed it', async () => {
+    const [id] = await emitDead([paid(1)], ['mailer']);
+    expect(await admin.replay({ ids: [id] }, { handlers: ['no-such-handler'] })).toEqual({
+      dryRun: false,
+      ids: [],
+      unchanged: [id],
+    });
+    const [{ failures }] = await db.dataSource.query<{ failures: object }[]>(
+      'SELECT failures FROM outbox_event WHERE id = $1',
+      [id],
+    );
+    expect(Object.keys(failures)).toEqual(['mailer']);
   });
 
   it('is swept once kept past its retention; dead events are not', async () => {

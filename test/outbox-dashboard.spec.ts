@@ -63,6 +63,8 @@ afterAll(async () => {
 });
 
 const operator = () => ({ 'x-operator': 'ana' });
+/** What a browser sends with a form posted from the page itself. */
+const fromThePage = () => ({ ...operator(), 'sec-fetch-site': 'same-origin' });
 
 describe('mounting', () => {
   it.each([
@@ -100,6 +102,9 @@ describe('the page', () => {
   it('escapes every value it shows: types, handlers and errors are data, never markup', async () => {
     const page = await request(app.getHttpServer()).get('/ops/outbox').set(operator()).expect(200);
     expect(page.headers['content-type']).toBe('text/html; charset=utf-8');
+    // Never framed by another site, which could make an operator's click replay.
+    expect(page.headers['x-frame-options']).toBe('DENY');
+    expect(page.headers['content-security-policy']).toBe("frame-ancestors 'none'");
     expect(page.text).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
     expect(page.text).toContain('&lt;img src=x onerror=alert(2)&gt; refused');
     expect(page.text).not.toMatch(/<script>|<img /);
@@ -116,21 +121,21 @@ describe('the page', () => {
     await http.get('/ops/outbox/events/42').set(operator()).expect(404);
     const action = await http
       .post('/ops/outbox/confirm')
-      .set(operator())
+      .set(fromThePage())
       .type('form')
       .send({ action: 'delete', type: 'x' })
       .expect(400);
     expect(action.text).toContain('action must be &#39;replay&#39; or &#39;discard&#39;');
     const everything = await http
       .post('/ops/outbox/replay')
-      .set(operator())
+      .set(fromThePage())
       .type('form')
       .send({})
       .expect(400);
     expect(everything.text).toContain('selector.filter must be a filter with at least one');
   });
 
-  it('refuses a form posted from another origin, and changes nothing', async () => {
+  it('refuses a form posted from another origin or from no page, and changes nothing', async () => {
     const http = request(app.getHttpServer());
     const [before] = await db.dataSource.query<{ next_attempt_at: Date }[]>(
       `SELECT next_attempt_at FROM outbox_event WHERE dead_at IS NOT NULL`,
@@ -138,6 +143,19 @@ describe('the page', () => {
     await http
       .post('/ops/outbox/replay')
       .set({ ...operator(), origin: 'https://evil.example' })
+      .type('form')
+      .send({ type: '<script>alert(1)</script>' })
+      .expect(403);
+    // Neither an Origin nor a same-origin fetch: not a form of the page.
+    await http
+      .post('/ops/outbox/replay')
+      .set({ ...operator(), 'sec-fetch-site': 'cross-site' })
+      .type('form')
+      .send({ type: '<script>alert(1)</script>' })
+      .expect(403);
+    await http
+      .post('/ops/outbox/replay')
+      .set(operator())
       .type('form')
       .send({ type: '<script>alert(1)</script>' })
       .expect(403);

@@ -204,15 +204,20 @@ export class OutboxAdmin {
           actor,
         }),
       );
+      const batchTypes: string[] = [];
       for (const row of rows) {
         if (row.changed || dryRun) changed.push(row.id);
-        if (row.changed) changedTypes.push(row.type);
+        if (row.changed) batchTypes.push(row.type);
       }
+      // Each batch committed on its own: counted as it lands, so a failure later leaves no
+      // committed change unreported.
+      if (batchTypes.length > 0) this.telemetry.changed(change.kind, batchTypes);
+      changedTypes.push(...batchTypes);
       const last = rows[rows.length - 1];
       if (!last || rows.length < CHANGE_BATCH) break;
       afterId = last.id;
     }
-    if (changedTypes.length > 0) this.reportChange(change.kind, changedTypes, actor);
+    if (changedTypes.length > 0) this.logChange(change.kind, changedTypes, actor);
     const done = new Set(changed);
     return {
       dryRun,
@@ -221,9 +226,8 @@ export class OutboxAdmin {
     };
   }
 
-  /** An operator's change, in the logs and the metrics (the events themselves record each). */
-  private reportChange(kind: 'replay' | 'discard', types: string[], actor: string | undefined) {
-    this.telemetry.changed(kind, types);
+  /** An operator's change, in the logs (the events themselves record each). */
+  private logChange(kind: 'replay' | 'discard', types: string[], actor: string | undefined) {
     const verb = kind === 'replay' ? 'replayed' : 'discarded';
     this.logger.log(
       `Outbox ${verb} ${types.length} events by ${actor ?? 'an unnamed actor'}: ${countByType(types)}`,

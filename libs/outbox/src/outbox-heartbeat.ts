@@ -2,10 +2,14 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { DispatcherReport } from './dead-letters';
 import type { OutboxRepository } from './outbox.repository';
+import { delay } from './delay';
 import { RateLimitedLog } from './rate-limited-log';
 
 /** How often a running dispatcher reports in. */
 export const DISPATCHER_REPORT_MS = 10_000;
+
+/** The longest a stopping dispatcher waits to remove its report. */
+const STOP_WAIT_MS = 500;
 
 /**
  * A running dispatcher's report of itself in `outbox_dispatcher`, every `DISPATCHER_REPORT_MS`
@@ -18,6 +22,7 @@ export class OutboxHeartbeat {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<unknown> | undefined;
   private readonly failures: RateLimitedLog;
+  private stopped = false;
 
   constructor(
     private readonly repository: OutboxRepository,
@@ -28,6 +33,7 @@ export class OutboxHeartbeat {
   }
 
   start(): void {
+    this.stopped = false;
     this.beat();
     this.timer = setInterval(() => this.beat(), DISPATCHER_REPORT_MS);
     this.timer.unref();
@@ -35,6 +41,7 @@ export class OutboxHeartbeat {
 
   /** Reports now (a change of state), unless a report is already on its way. */
   beat(): void {
+    if (this.stopped) return;
     this.running ??= this.repository
       .reportDispatcher({ id: this.id, host: hostname(), pid: process.pid, ...this.snapshot() })
       .then((result) => {
@@ -46,11 +53,29 @@ export class OutboxHeartbeat {
       });
   }
 
-  /** Stops reporting and removes the report; the caller bounds the wait. */
+  /**
+   * Stops reporting and removes the report, waiting at most `STOP_WAIT_MS`: with the database
+   * away, a shutdown does not wait for it, and nothing is sent after that wait (the caller then
+   * abandons the repository's statements, and one started later would hold the pool open). The
+   * report then shows the dispatcher silent, and is cleared a day later.
+   */
   async stop(): Promise<void> {
+    this.stopped = true;
     clearInterval(this.timer);
     this.timer = undefined;
-    await this.running;
-    await this.repository.forgetDispatcher(this.id);
+    let expired = false;
+    const wait = delay(STOP_WAIT_MS);
+    try {
+      await Promise.race([
+        Promise.resolve(this.running).then(() =>
+          expired ? undefined : this.repository.forgetDispatcher(this.id),
+        ),
+        wait.promise.then(() => {
+          expired = true;
+        }),
+      ]);
+    } finally {
+      wait.cancel();
+    }
   }
 }

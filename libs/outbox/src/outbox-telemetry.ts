@@ -41,7 +41,8 @@ export class OutboxTelemetry {
   private readonly instruments: ReturnType<typeof createInstruments> | undefined;
   private readonly tracer: Otel.Tracer | undefined;
   private stateSource: (() => Promise<OutboxResult<PendingState>>) | undefined;
-  private readonly unobserve: (() => void) | undefined;
+  private readonly meter: Otel.Meter | undefined;
+  private unobserve: (() => void) | undefined;
 
   /**
    * `api` is the `@opentelemetry/api` module (typed loosely so that the declarations never name a
@@ -55,6 +56,24 @@ export class OutboxTelemetry {
     const instruments = createInstruments(meter);
     this.instruments = instruments;
     this.tracer = api.trace.getTracer(OUTBOX_INSTRUMENTATION);
+    this.meter = meter;
+  }
+
+  /** The app is closing: its gauges stop reading a DataSource that is going away. */
+  onApplicationShutdown(): void {
+    this.stateSource = undefined;
+    this.unobserve?.();
+    this.unobserve = undefined;
+  }
+
+  /**
+   * Where the state gauges read from when a MeterProvider collects: the bounded state probe
+   * (the health check's), so a scrape costs the same at any backlog.
+   */
+  observeStateFrom(read: () => Promise<OutboxResult<PendingState>>): void {
+    this.stateSource = read;
+    const { meter, instruments } = this;
+    if (!meter || !instruments || this.unobserve) return;
     const gauges = [
       instruments.due,
       instruments.retrying,
@@ -66,20 +85,6 @@ export class OutboxTelemetry {
     const callback = (observer: Otel.BatchObservableResult) => this.observeState(observer);
     meter.addBatchObservableCallback(callback, gauges);
     this.unobserve = () => meter.removeBatchObservableCallback(callback, gauges);
-  }
-
-  /** The app is closing: its gauges stop reading a DataSource that is going away. */
-  onApplicationShutdown(): void {
-    this.stateSource = undefined;
-    this.unobserve?.();
-  }
-
-  /**
-   * Where the state gauges read from when a MeterProvider collects: the bounded state probe
-   * (the health check's), so a scrape costs the same at any backlog.
-   */
-  observeStateFrom(read: () => Promise<OutboxResult<PendingState>>): void {
-    this.stateSource = read;
   }
 
   /**
@@ -104,8 +109,14 @@ export class OutboxTelemetry {
         'messaging.batch.message_count': events.length,
       },
     });
+    const injected: Record<string, string> = {};
+    api.propagation.inject(api.trace.setSpan(api.context.active(), span), injected);
+    // The trace, not the caller's baggage: baggage comes from the client's headers, and would be
+    // stored in every event and passed on by its handlers.
     const carrier: Record<string, string> = {};
-    api.propagation.inject(api.trace.setSpan(api.context.active(), span), carrier);
+    for (const key of ['traceparent', 'tracestate']) {
+      if (injected[key] !== undefined) carrier[key] = injected[key];
+    }
     const traced = events.map((e) => ({ ...e, metadata: { ...carrier, ...e.metadata } }));
     try {
       return await write(traced);

@@ -295,7 +295,9 @@ export class OutboxDispatcher
   private async halt(): Promise<void> {
     this.current = 'stopping';
     this.producer.stop();
-    this.heartbeat.beat();
+    // Leaves the list of dispatchers now, not at the end: on a database that stopped answering,
+    // a statement sent last would still be connecting when the DataSource closes, and hold it.
+    const leaving = this.heartbeat.stop();
     const { shutdownGraceMs } = this.options;
     const startedAt = Date.now();
     // Past the grace, settles and the listener's goodbye get SHUTDOWN_MARGIN_MS more; after
@@ -318,7 +320,7 @@ export class OutboxDispatcher
       this.completer.close();
       const left = shutdownGraceMs + SHUTDOWN_MARGIN_MS - (Date.now() - startedAt);
       await Promise.race([this.listener?.stop(left), deadline.promise]);
-      await Promise.race([this.heartbeat.stop(), deadline.promise]);
+      await Promise.race([leaving, deadline.promise]);
       deadline.cancel();
       this.repository.abandonInFlight();
       this.current = 'stopped';

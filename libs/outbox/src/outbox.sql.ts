@@ -1,5 +1,8 @@
 import { OUTBOX_EVENT_AGGREGATE, TRACE_CONTEXT_KEYS } from './outbox.constants';
 
+/** The due time of a row that only an operator's replay makes due again. */
+export const NEVER_DUE = `timestamptz '9999-12-31 00:00:00+00'`;
+
 /**
  * Every statement the outbox runs. Each is one statement (the repository wraps its own in a
  * short transaction that sets their timeouts, see `runBounded`); times come from the
@@ -16,8 +19,9 @@ import { OUTBOX_EVENT_AGGREGATE, TRACE_CONTEXT_KEYS } from './outbox.constants';
  * `now()` again when a claim is given back. Claims and plans therefore read one ordered range of
  * a partial index (`outbox_event_due_idx` for live rows, `outbox_event_dead_retry_idx` for dead
  * ones) and stop at `now()`, however many rows rest in backoff or under a lease beyond it. A dead
- * row whose automatic replays are off (`deadRetryMs` 0) is due at 'infinity': only
- * `OutboxAdmin.replay` brings it back.
+ * row whose automatic replays are off (`deadRetryMs` 0), and a discarded row, are due at
+ * NEVER_DUE: only `OutboxAdmin.replay` brings them back. A far date rather than 'infinity', which
+ * PostgreSQL before 17 cannot subtract from: the previous version's plans do exactly that.
  *
  * A discarded row (`discarded_at` set, by `OutboxAdmin.discard`) is dead and left out of every
  * claim, count and plan; only listings and the retention sweep see it.
@@ -217,7 +221,7 @@ export const MARK_DELIVERED = `
  * announcement itself, which would otherwise announce its own death forever). A dead row that
  * fails on replay stays dead with a new dead time and announces nothing. Either way a dead row's
  * next replay is written now, its type's dead retry ms ahead ($7, else $8), so replays are found
- * in due order like live rows; a negative dead retry means none ('infinity'), and every retry time of
+ * in due order like live rows; a negative dead retry means none (NEVER_DUE), and every retry time of
  * a dead row is cleared (a replay of chosen handlers marked them, see REPLAY_SELECTED). A settle
  * without `dead` (an older caller) is dead at `max attempts`.
  * A row without a lease has already been settled (or given back) for this attempt: a settle
@@ -277,7 +281,7 @@ export const MARK_FAILED = `
                FROM unnest(s.pending) AS handler),
               now() + make_interval(secs => s.retry_ms / 1000.0))
           ELSE (SELECT CASE WHEN ms >= 0 THEN now() + make_interval(secs => ms / 1000.0)
-                            ELSE 'infinity'::timestamptz END
+                            ELSE ${NEVER_DUE} END
                 FROM coalesce(($7::jsonb ->> e.type)::float8, $8::float8) AS ms)
         END,
         dead_at = CASE
@@ -403,8 +407,8 @@ const EARLIEST_DEAD = `(
   WHERE dispatched_at IS NULL
     AND dead_at IS NOT NULL
     AND discarded_at IS NULL
-    -- Before PostgreSQL 17 an infinite time minus now() is an error; such a row is never due.
-    AND next_attempt_at < 'infinity'
+    -- A row waiting for a replay is not due, ever.
+    AND next_attempt_at < ${NEVER_DUE}
     AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
   ORDER BY next_attempt_at
   LIMIT 1)`;
@@ -522,7 +526,7 @@ export const EXACT_STATE = `
     count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at > now())::int AS in_flight,
     count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at <= now())::int AS expired_leases,
     count(*) FILTER (WHERE dead_at IS NOT NULL)::int AS dead,
-    (extract(epoch FROM min(next_attempt_at) FILTER (WHERE next_attempt_at < 'infinity') - now())
+    (extract(epoch FROM min(next_attempt_at) FILTER (WHERE next_attempt_at < ${NEVER_DUE}) - now())
      * 1000)::float8 AS next_due_in_ms,
     CASE WHEN min(next_attempt_at) FILTER (WHERE dead_at IS NULL) <= now()
       THEN (extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE dead_at IS NULL))
@@ -712,8 +716,8 @@ const DEAD_LETTER_FILTER = `
       AND ${fingerprintOf(handlerMessage('h.key', 'last_error'))} = $11::text))
 `;
 
-/** `next_attempt_at`, null for a dead row that waits for a replay ('infinity'). */
-const NEXT_ATTEMPT = `CASE WHEN next_attempt_at < 'infinity' THEN next_attempt_at END`;
+/** `next_attempt_at`, null for a dead row that waits for a replay (NEVER_DUE). */
+const NEXT_ATTEMPT = `CASE WHEN next_attempt_at < ${NEVER_DUE} THEN next_attempt_at END`;
 
 /**
  * A page of dead letters, newest first by dead time (with retrying events: by dead time, else
@@ -833,25 +837,30 @@ function recordChanges(changed: string, extraPayload: string): string {
  * Replays dead events now (discarded ones too, which are restored): the next claim runs their
  * handlers not yet delivered, or only those of $15 (text[] or null) when given. Named handlers
  * are marked with a retry time of now (the claim of a dead row runs the marked handlers when
- * any is marked, see `OutboxExecutor`); every other mark is cleared. An event none of whose
- * named handlers is left undelivered is not selected. $16 true: a dry run that changes nothing
+ * any is marked, see `OutboxExecutor`); every other mark is cleared. Only handlers that have
+ * failed the event and not delivered it can be named: an event none of whose named handlers is
+ * such a handler is not selected. $16 true: a dry run that changes nothing
  * and returns what would change. $20 jsonb of the payload's `handlers` and `actor`.
  * $1–$14 as in `adminBatch`, $17–$19 as in `recordChanges`.
  */
 export const REPLAY_SELECTED = `
   WITH ${adminBatch(`dead_at IS NOT NULL
       AND ($15::text[] IS NULL OR EXISTS (
-        SELECT 1 FROM unnest($15::text[]) AS h(name) WHERE NOT deliveries ? h.name))`)},
+        SELECT 1 FROM unnest($15::text[]) AS h(name)
+        WHERE failures ? h.name AND NOT deliveries ? h.name))`)},
   replayed AS (
     UPDATE outbox_event AS e
     SET next_attempt_at = now(),
+        -- A lease that ran out ends here: its relay's late settle is then stale, and cannot
+        -- undo the replay.
+        lease_expires_at = NULL,
         discarded_at = NULL,
         discard_reason = NULL,
         failures = ${retryTimesCleared('e.failures')} || coalesce(
           (SELECT jsonb_object_agg(h.name, coalesce(e.failures -> h.name, '{"count": 0}'::jsonb)
                                            || jsonb_build_object('retryAt', now()))
            FROM unnest($15::text[]) AS h(name)
-           WHERE NOT e.deliveries ? h.name),
+           WHERE e.failures ? h.name AND NOT e.deliveries ? h.name),
           '{}'::jsonb)
     FROM picked
     WHERE e.id = picked.id
@@ -865,7 +874,7 @@ export const REPLAY_SELECTED = `
  * Discards events: they stop being replayed, stay visible (listed with `includeDiscarded`) with
  * the time and the reason, and are deleted by the retention sweep later. A retrying event (when
  * the filter includes them) becomes dead as it is discarded; a lease that expired is ended, so
- * its relay's late settle writes nothing. $15 unused (null), $16 dry run, $20 jsonb of the
+ * its relay's late failure is stale (a late success still marks it delivered, which it then is). $15 unused (null), $16 dry run, $20 jsonb of the
  * payload's `reason` and `actor`. $1–$14 as in `adminBatch`, $17–$19 as in `recordChanges`.
  */
 export const DISCARD_SELECTED = `
@@ -875,6 +884,8 @@ export const DISCARD_SELECTED = `
     SET discarded_at = now(),
         discard_reason = $20::jsonb ->> 'reason',
         dead_at = coalesce(e.dead_at, now()),
+        -- Never due: a relay of the previous version, which knows no discard, never claims it.
+        next_attempt_at = ${NEVER_DUE},
         lease_expires_at = NULL
     FROM picked
     WHERE e.id = picked.id

@@ -1,4 +1,5 @@
 import {
+  applyDecorators,
   Body,
   Catch,
   Controller,
@@ -67,8 +68,7 @@ export function createDashboardController(
     ) {}
 
     @Get()
-    @Header('Content-Type', 'text/html; charset=utf-8')
-    @Header('Cache-Control', 'no-store')
+    @PageHeaders()
     async overview(@Query('notice') notice?: string): Promise<string> {
       const [status, throughput, groups, dispatchers] = await Promise.all([
         this.admin.status(),
@@ -88,8 +88,7 @@ export function createDashboardController(
     }
 
     @Get('dead')
-    @Header('Content-Type', 'text/html; charset=utf-8')
-    @Header('Cache-Control', 'no-store')
+    @PageHeaders()
     async dead(@Query() form: Form): Promise<string> {
       const target = targetOf(form);
       const list = await this.admin.list(filterOf(target), {
@@ -100,8 +99,7 @@ export function createDashboardController(
     }
 
     @Get('events/:id')
-    @Header('Content-Type', 'text/html; charset=utf-8')
-    @Header('Cache-Control', 'no-store')
+    @PageHeaders()
     async event(@Param('id') id: string): Promise<string> {
       const event = isUuid(id) ? await this.admin.show(id) : null;
       if (!event) throw new NotFoundException(`no outbox event ${id}`);
@@ -110,8 +108,7 @@ export function createDashboardController(
 
     @Post('confirm')
     @HttpCode(200)
-    @Header('Content-Type', 'text/html; charset=utf-8')
-    @Header('Cache-Control', 'no-store')
+    @PageHeaders()
     async confirm(@Req() request: DashboardRequest, @Body() form: Form): Promise<string> {
       sameOrigin(request);
       const action = actionOf(form);
@@ -169,7 +166,11 @@ export function createDashboardController(
 class DashboardErrors implements ExceptionFilter {
   catch(error: unknown, host: ArgumentsHost): void {
     const response = host.switchToHttp().getResponse<{
-      status(code: number): { type?(t: string): unknown; send(body: string): unknown };
+      status(code: number): {
+        type?(t: string): unknown;
+        header?(name: string, value: string): unknown;
+        send(body: string): unknown;
+      };
     }>();
     const [status, message] =
       error instanceof HttpException
@@ -182,8 +183,20 @@ class DashboardErrors implements ExceptionFilter {
     if (status === 500) new Logger('Outbox').error(`Outbox dashboard: ${scrubError(error)}`);
     const reply = response.status(status);
     reply.type?.('text/html; charset=utf-8');
+    reply.header?.('X-Frame-Options', 'DENY');
+    reply.header?.('Content-Security-Policy', "frame-ancestors 'none'");
     reply.send(views.errorPage(status, message));
   }
+}
+
+/** Every page: HTML, never cached, never framed (a framing site could make a click replay). */
+function PageHeaders(): MethodDecorator {
+  return applyDecorators(
+    Header('Content-Type', 'text/html; charset=utf-8'),
+    Header('Cache-Control', 'no-store'),
+    Header('X-Frame-Options', 'DENY'),
+    Header('Content-Security-Policy', "frame-ancestors 'none'"),
+  );
 }
 
 /** After a change, back to the overview (303: the browser follows with a GET). */
@@ -193,20 +206,25 @@ function redirect(response: DashboardResponse, url: string): void {
 }
 
 /**
- * Forms post only from the page itself: a browser sends `Origin` with every POST, and one from
- * another site (a forged form riding on the operator's cookies) is refused.
+ * Forms post only from the page itself, so a forged form on another site cannot ride on the
+ * operator's session: the browser's `Origin` must name this host; without it, `Sec-Fetch-Site`
+ * must say same-origin; without both (not a browser form), the post is refused.
  */
 function sameOrigin(request: DashboardRequest): void {
   const origin = header(request, 'origin');
   const host = header(request, 'x-forwarded-host') ?? header(request, 'host');
-  if (origin === undefined) return;
-  let originHost: string;
-  try {
-    originHost = new URL(origin).host;
-  } catch {
-    throw new ForbiddenException('the form came from another origin');
+  if (origin !== undefined) {
+    let originHost: string | undefined;
+    try {
+      originHost = new URL(origin).host;
+    } catch {
+      originHost = undefined;
+    }
+    if (originHost !== undefined && originHost === host) return;
+  } else if (header(request, 'sec-fetch-site') === 'same-origin') {
+    return;
   }
-  if (originHost !== host) throw new ForbiddenException('the form came from another origin');
+  throw new ForbiddenException('the form did not come from this page');
 }
 
 function header(request: DashboardRequest, name: string): string | undefined {

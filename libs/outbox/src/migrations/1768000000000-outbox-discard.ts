@@ -10,12 +10,15 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * pile up; dead letters are listed newest first through `outbox_event_dead_idx`, and the sweep
  * finds discarded rows through `outbox_event_discarded_idx`.
  *
- * The columns are nullable without a default: PostgreSQL adds them without rewriting the table.
- * The indexes cover dead rows only, which are few next to the table; on a big table they can be
- * built beforehand with `CREATE INDEX CONCURRENTLY IF NOT EXISTS` and the definitions below, and
- * this migration then skips the builds. The previous version keeps working against the new
- * schema (it ignores the columns, and its claim still finds dead rows through the new index's
- * superset, a sequential read of dead rows at worst), so it may run during the rollout.
+ * The columns are nullable without a default: PostgreSQL adds them without rewriting the table,
+ * under a lock held only as long as the migration's transaction. The index builds in that
+ * transaction read the whole table, and writes wait for them: on a big table, prepare while the
+ * previous version runs, in this order, `ALTER TABLE outbox_event ADD COLUMN IF NOT EXISTS
+ * discarded_at timestamptz, ADD COLUMN IF NOT EXISTS discard_reason text`, then each index below
+ * with `CREATE INDEX CONCURRENTLY IF NOT EXISTS`; this migration then finds them and only drops
+ * the old index. The previous version keeps claiming and settling against the new schema (it
+ * ignores the columns), but it knows neither discards nor replays of chosen handlers: start
+ * using those once every instance runs this version.
  */
 export class OutboxDiscard1768000000000 implements MigrationInterface {
   name = 'OutboxDiscard1768000000000';
@@ -42,10 +45,18 @@ export class OutboxDiscard1768000000000 implements MigrationInterface {
   }
 
   /**
-   * Restores the previous dead index. Discarded rows become plain dead rows again, and are
-   * replayed from their stored due time (the previous version has no discard).
+   * Restores the previous dead index. Discarded rows become plain dead rows again (the previous
+   * version has no discard).
    */
   async down(queryRunner: QueryRunner): Promise<void> {
+    // Rows waiting for a replay (automatic replays off, or discarded) go back to the previous
+    // version's rule: a replay 6 hours after their death.
+    await queryRunner.query(`
+      UPDATE outbox_event
+      SET next_attempt_at = coalesce(dead_at, now()) + interval '6 hours'
+      WHERE dispatched_at IS NULL
+        AND next_attempt_at >= timestamptz '9999-12-31 00:00:00+00'
+    `);
     await queryRunner.query(`
       CREATE INDEX outbox_event_dead_due_idx ON outbox_event (next_attempt_at, id)
       WHERE dispatched_at IS NULL AND dead_at IS NOT NULL
