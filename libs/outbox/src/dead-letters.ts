@@ -122,14 +122,18 @@ export interface MinuteCount {
 /** Undelivered events of one type by state, for `OutboxAdmin.status`. */
 export interface TypeBacklog {
   type: string;
-  /** Claimable now (an expired lease included). */
+  /** Claimable now (never claimed, retry time reached, or given back). */
   due: number;
   retrying: number;
   inFlight: number;
+  /** Leases that ended without a settle; claimable again. */
+  expiredLeases: number;
   dead: number;
   discarded: number;
   /** How long the type's oldest due event has waited; null when none is due. */
   oldestDueWaitMs: number | null;
+  /** When the type's next event is due, in ms from now (0: now); null when nothing waits. */
+  nextDueInMs: number | null;
 }
 
 /** The whole outbox at a glance: exact counts (a scan of undelivered rows), lag, and by type. */

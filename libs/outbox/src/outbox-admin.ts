@@ -57,23 +57,23 @@ export class OutboxAdmin {
    * probes use the bounded `OutboxRepository.pendingState` instead).
    */
   async status(): Promise<OutboxStatus> {
-    const [state, byType] = await Promise.all([
-      this.repository.exactState(),
-      this.repository.backlogByType(),
-    ]);
-    const { due, retrying, inFlight, expiredLeases, dead, oldestDueWaitMs, nextDueInMs } =
-      unwrap(state);
-    const types = unwrap(byType);
+    const byType = unwrap(await this.repository.backlogByType());
+    const total = (
+      field: 'due' | 'retrying' | 'inFlight' | 'expiredLeases' | 'dead' | 'discarded',
+    ) => byType.reduce((sum, t) => sum + t[field], 0);
+    const known = (values: (number | null)[]) => values.filter((v): v is number => v !== null);
+    const waits = known(byType.map((t) => t.oldestDueWaitMs));
+    const dues = known(byType.map((t) => t.nextDueInMs));
     return {
-      due,
-      retrying,
-      inFlight,
-      expiredLeases,
-      dead,
-      discarded: types.reduce((sum, t) => sum + t.discarded, 0),
-      lagMs: oldestDueWaitMs,
-      nextDueInMs,
-      byType: types,
+      due: total('due'),
+      retrying: total('retrying'),
+      inFlight: total('inFlight'),
+      expiredLeases: total('expiredLeases'),
+      dead: total('dead'),
+      discarded: total('discarded'),
+      lagMs: waits.length > 0 ? Math.max(...waits) : null,
+      nextDueInMs: dues.length > 0 ? Math.min(...dues) : null,
+      byType,
     };
   }
 

@@ -606,10 +606,12 @@ export class OutboxRepository {
         due: row.due,
         retrying: row.retrying,
         inFlight: row.in_flight,
+        expiredLeases: row.expired_leases,
         dead: row.dead,
         discarded: row.discarded,
         oldestDueWaitMs:
           row.oldest_due_wait_ms === null ? null : Math.max(0, Math.floor(row.oldest_due_wait_ms)),
+        nextDueInMs: toDueInMs(row.next_due_in_ms),
       })),
     );
   }
@@ -867,9 +869,11 @@ interface BacklogRow {
   due: number;
   retrying: number;
   in_flight: number;
+  expired_leases: number;
   dead: number;
   discarded: number;
   oldest_due_wait_ms: number | null;
+  next_due_in_ms: number | null;
 }
 
 interface GroupRow {

@@ -896,21 +896,27 @@ export const DISCARD_SELECTED = `
   ${recordChanges('discarded', `'reason', $20::jsonb -> 'reason', 'actor', $20::jsonb -> 'actor'`)}`;
 
 /**
- * Undelivered events by type and state, for an operator's status: it reads every undelivered
- * row, so its cost grows with the backlog (the statement timeout bounds it). States as in
- * EXACT_STATE; an expired lease counts as due; `oldest_due_wait_ms` is the type's lag.
+ * Undelivered events by type and state, for an operator's status (whose totals are their sums):
+ * it reads every undelivered row once, so its cost grows with the backlog (the statement timeout
+ * bounds it). States as in EXACT_STATE; `oldest_due_wait_ms` is the type's lag,
+ * `next_due_in_ms` when its next row (live or dead) is due.
  */
 export const BACKLOG_BY_TYPE = `
   SELECT type,
-    count(*) FILTER (WHERE dead_at IS NULL AND next_attempt_at <= now())::int AS due,
+    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
+                       AND next_attempt_at <= now())::int AS due,
     count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
                        AND next_attempt_at > now())::int AS retrying,
     count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at > now())::int AS in_flight,
+    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at <= now())::int AS expired_leases,
     count(*) FILTER (WHERE dead_at IS NOT NULL AND discarded_at IS NULL)::int AS dead,
     count(*) FILTER (WHERE discarded_at IS NOT NULL)::int AS discarded,
     (extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE dead_at IS NULL
                                                               AND next_attempt_at <= now()))
-     * 1000)::float8 AS oldest_due_wait_ms
+     * 1000)::float8 AS oldest_due_wait_ms,
+    (extract(epoch FROM min(next_attempt_at) FILTER (WHERE discarded_at IS NULL
+                                                      AND next_attempt_at < ${NEVER_DUE})
+                        - now()) * 1000)::float8 AS next_due_in_ms
   FROM outbox_event
   WHERE dispatched_at IS NULL
   GROUP BY type

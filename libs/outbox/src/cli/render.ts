@@ -5,6 +5,7 @@ import type {
   DeadLetterList,
   OutboxStatus,
 } from '../dead-letters';
+import { formatDuration } from '../format-duration';
 
 /** Text for people; `--json` prints the objects themselves instead. */
 
@@ -21,14 +22,6 @@ function table(header: string[], rows: (string | number)[][]): string {
   return [line(header), ...rows.map(line)].join('\n') + '\n';
 }
 
-function duration(ms: number | null): string {
-  if (ms === null) return '-';
-  if (ms < 1000) return `${ms} ms`;
-  if (ms < 120_000) return `${(ms / 1000).toFixed(1)} s`;
-  if (ms < 7_200_000) return `${Math.round(ms / 60_000)} min`;
-  return `${(ms / 3_600_000).toFixed(1)} h`;
-}
-
 const time = (at: Date | null) => (at ? at.toISOString() : '-');
 
 /** Long text cut to one line of `max` characters. */
@@ -42,7 +35,7 @@ export function renderStatus(status: OutboxStatus): string {
   const totals =
     `due ${status.due}  retrying ${status.retrying}  in flight ${status.inFlight}  ` +
     `expired leases ${status.expiredLeases}  dead ${status.dead}  discarded ${status.discarded}\n` +
-    `lag ${duration(status.lagMs)}  next due ${status.nextDueInMs === 0 ? 'now' : duration(status.nextDueInMs)}\n`;
+    `lag ${formatDuration(status.lagMs)}  next due ${status.nextDueInMs === 0 ? 'now' : formatDuration(status.nextDueInMs)}\n`;
   if (status.byType.length === 0) return totals + 'no undelivered events\n';
   return (
     totals +
@@ -56,7 +49,7 @@ export function renderStatus(status: OutboxStatus): string {
         t.inFlight,
         t.dead,
         t.discarded,
-        duration(t.oldestDueWaitMs),
+        formatDuration(t.oldestDueWaitMs),
       ]),
     )
   );

@@ -8,6 +8,7 @@ import type {
   OutboxEventDetail,
   OutboxStatus,
 } from '../dead-letters';
+import { formatDuration } from '../format-duration';
 import { html, Html } from './html';
 
 /** Which dead letters an action is about: a group, or one event. */
@@ -53,13 +54,6 @@ export function page(title: string, base: string, body: Html, refreshSeconds?: n
 }
 
 const time = (at: Date | null) => (at ? at.toISOString().replace('T', ' ').slice(0, 19) : '–');
-
-function duration(ms: number | null): string {
-  if (ms === null) return '–';
-  if (ms < 1000) return `${ms} ms`;
-  if (ms < 120_000) return `${(ms / 1000).toFixed(1)} s`;
-  return `${Math.round(ms / 60_000)} min`;
-}
 
 /** Deliveries per minute as an inline SVG line, oldest left. */
 function sparkline(minutes: readonly MinuteCount[]): Html {
@@ -128,7 +122,7 @@ export function overview(input: {
     <div class="cards">
       ${card('due', status.due)}${card('retrying', status.retrying)}${card('in flight', status.inFlight)}
       ${card('expired leases', status.expiredLeases)}${card('dead', status.dead, status.dead > 0 ? 'dead' : '')}
-      ${card('discarded', status.discarded)}${card('lag', duration(status.lagMs))}
+      ${card('discarded', status.discarded)}${card('lag', formatDuration(status.lagMs, '–'))}
     </div>
     <h2>Throughput</h2>
     ${sparkline(throughput)}
@@ -194,7 +188,7 @@ export function overview(input: {
               <td class="n">${t.inFlight}</td>
               <td class="n">${t.dead}</td>
               <td class="n">${t.discarded}</td>
-              <td class="n">${duration(t.oldestDueWaitMs)}</td>
+              <td class="n">${formatDuration(t.oldestDueWaitMs, '–')}</td>
             </tr>`,
         )}
       </tbody>
