@@ -52,7 +52,7 @@ const walk = (d) =>
   });
 walk(dir);
 const problems = [];
-const needed = ['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js'];
+const needed = ['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md', 'dist/index.js', 'dist/index.d.ts', 'dist/admin/cli/main.js'];
 for (const file of [...needed, 'dist/esm/index.js', 'dist/esm/index.d.ts']) {
   if (!files.includes(file)) problems.push(`missing ${file}`);
 }
@@ -62,7 +62,7 @@ for (const file of files) {
   }
 }
 const bin = require(join(dir, 'package.json')).bin?.['nestjs-lease-outbox'];
-if (bin !== './dist/cli/main.js') problems.push(`bin nestjs-lease-outbox is ${bin}`);
+if (bin !== './dist/admin/cli/main.js') problems.push(`bin nestjs-lease-outbox is ${bin}`);
 else if (!require('node:fs').readFileSync(join(dir, bin), 'utf8').startsWith('#!/usr/bin/env node\n')) {
   problems.push(`${bin} does not start with a node shebang`);
 }

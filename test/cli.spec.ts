@@ -20,7 +20,7 @@ const ROOT = join(__dirname, '..');
  * command's entry, as `npx nestjs-lease-outbox` does, not a TypeScript loader.
  */
 const BUILD = join(ROOT, 'node_modules/.cache/outbox-cli-spec');
-const ENTRY = join(BUILD, 'cli/main.js');
+const ENTRY = join(BUILD, 'admin/cli/main.js');
 
 interface Run {
   code: number;

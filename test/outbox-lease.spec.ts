@@ -11,7 +11,7 @@ import {
   type OutboxRecord,
   type OutboxResult,
 } from '@app/outbox';
-import { CLAIM } from '@app/outbox/outbox.sql';
+import { CLAIM } from '@app/outbox/store/outbox.sql';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { invoicePaid } from './support/events';
 

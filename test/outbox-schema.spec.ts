@@ -1,4 +1,4 @@
-import { OutboxEventEntity } from '../libs/outbox/src/outbox-event.entity';
+import { OutboxEventEntity } from '../libs/outbox/src/store/outbox-event.entity';
 import { OUTBOX_TABLE } from '../libs/outbox/src/outbox.constants';
 import { entityDeclarations, migratedChecks, migratedIndexes } from './support/schema-catalog';
 import { createTestDatabase, type TestDatabase } from './support/test-database';

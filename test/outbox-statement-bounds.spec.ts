@@ -1,6 +1,6 @@
 import { DataSource } from 'typeorm';
 import { OUTBOX_ENTITIES, OutboxRepository } from '@app/outbox';
-import { runBounded } from '@app/outbox/bounded-statement';
+import { runBounded } from '@app/outbox/store/bounded-statement.util';
 import { useTestDatabase } from './support/test-database';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy';
 import { eventually } from './support/outbox-app';

@@ -1,6 +1,6 @@
 import type { Client, ClientConfig } from 'pg';
-import { PgListener, type PgListenerOptions } from '@app/outbox/pg-listener';
-import type { PgListenerState } from '@app/outbox/pg-listener-state';
+import { PgListener, type PgListenerOptions } from '@app/outbox/engine/pg.listener';
+import type { PgListenerState } from '@app/outbox/engine/pg-listener.types';
 import { findFreePort } from './support/free-port';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy';
 import { createTestDatabase, type TestDatabase } from './support/test-database';

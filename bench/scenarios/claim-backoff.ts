@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Client } from 'pg';
-import * as SQL from '../../libs/outbox/src/outbox.sql';
+import * as SQL from '../../libs/outbox/src/store/outbox.sql';
 import { captureClaim, type CapturedClaim } from '../support/claim-capture';
 import { BACKOFF_ROWS } from '../support/config';
 import { insertEvents, withFreshDatabase } from '../support/database';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { OUTBOX_ENTITIES } from '../../libs/outbox/src/outbox-event.entity';
+import { OUTBOX_ENTITIES } from '../../libs/outbox/src/store/outbox-event.entity';
 import { dropDatabase, withAdminClient } from './admin-client';
 import { withDatabase } from './database-url';
 import { ADMIN_URL_ENV, TEMPLATE_ENV, requireRunEnv } from './test-run';

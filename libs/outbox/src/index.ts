@@ -9,18 +9,18 @@ export {
   resolveOutboxOptions,
   type ResolvedOutboxOptions,
 } from './outbox.options';
-export { OnOutboxEvent } from './outbox.decorators';
+export { OnOutboxEvent } from './handlers/outbox.decorators';
 export {
   EventDispatcher,
   type DeliverOptions,
   type HandlerRun,
   type HandlerWithPolicy,
   type OutboxHandlerRegistration,
-} from './event-dispatcher';
-export { OutboxPublisher, type EmitOptions, type EmitResultOptions } from './outbox.publisher';
-export { OutboxAdmin } from './outbox-admin';
-export { OutboxDashboardModule } from './dashboard/dashboard.module';
-export type { OutboxDashboardOptions } from './dashboard/dashboard.options';
+} from './handlers/event.dispatcher';
+export { OutboxPublisher, type EmitOptions, type EmitResultOptions } from './emit/outbox.publisher';
+export { OutboxAdmin } from './admin/outbox.admin';
+export { OutboxDashboardModule } from './admin/dashboard/dashboard.module';
+export type { OutboxDashboardOptions } from './admin/dashboard/dashboard.options';
 export type {
   DeadLetter,
   DeadLetterFilter,
@@ -38,38 +38,36 @@ export type {
   MinuteCount,
   DispatcherInfo,
   DispatcherReport,
-} from './dead-letters';
+} from './admin/dead-letter.types';
 export {
   OutboxDispatcher,
   SHUTDOWN_MARGIN_MS,
   type DrainReport,
   type OutboxDispatcherState,
   type OutboxSlots,
-} from './outbox.dispatcher';
-export type { SettleFailure, SettleResult } from './outbox-completer';
+} from './engine/outbox.dispatcher';
+export type { SettleFailure, SettleResult } from './engine/outbox.completer';
 
 export {
   OutboxHealthIndicator,
   type OutboxHealthOptions,
   type OutboxHealthResult,
 } from './outbox.health';
-export { OutboxRetentionSweeper, OUTBOX_RETENTION_JOB } from './outbox-retention.sweeper';
-export type { PgListenerState } from './pg-listener-state';
+export { OutboxRetentionSweeper, OUTBOX_RETENTION_JOB } from './engine/outbox-retention.sweeper';
+export type { PgListenerState } from './engine/pg-listener.types';
 export { OUTBOX_OPTIONS } from './outbox.tokens';
 export {
-  ISOLATION_LEVELS,
   type FollowUpEmit,
   type HandlerContext,
   type HandlerOutcome,
   type OnOutboxEventOptions,
-  type OutboxEvent,
   type OutboxHandlerFn,
   type OutboxIsolationLevel,
   type TransactionalHandlerContext,
-} from './outbox-handler.types';
+} from './handlers/outbox-handler.types';
 
 // Storage
-export { OutboxEventEntity, OUTBOX_ENTITIES } from './outbox-event.entity';
+export { OutboxEventEntity, OUTBOX_ENTITIES } from './store/outbox-event.entity';
 export { CreateOutboxEvent1764400000000 } from './migrations/1764400000000-create-outbox-event';
 export { OutboxDueIndex1765000000000 } from './migrations/1765000000000-outbox-due-index';
 export { OutboxEventCausation1766000000000 } from './migrations/1766000000000-outbox-event-causation';
@@ -79,7 +77,7 @@ export {
   OutboxRepository,
   type EnqueueOptions,
   type OutboxRepositoryOptions,
-} from './outbox.repository';
+} from './store/outbox.repository';
 export type {
   ClaimOptions,
   EmittedOutboxEvent,
@@ -90,6 +88,7 @@ export type {
   FailOutcome,
   MarkFailedOptions,
   NewOutboxEvent,
+  OutboxEvent,
   OutboxEventDeadPayload,
   OutboxRecord,
   PendingState,
@@ -98,7 +97,7 @@ export type {
   SweepOptions,
   TypeFilterOptions,
 } from './outbox-event.types';
-export type { OutboxResult } from './outbox.result';
+export type { OutboxResult } from './store/outbox.result';
 
 // Errors
 export {
@@ -123,16 +122,17 @@ export {
   ScopedOutboxHandlerError,
   UnreachableOutboxHandlerError,
 } from './outbox.errors';
-export { scrubError } from './scrub-error';
-export { retryDelayMs, type BackoffSettings } from './retry-backoff';
+export { scrubError } from './common/scrub-error.util';
+export { retryDelayMs, type BackoffSettings } from './handlers/retry-backoff.util';
 export {
   handlerRetryDelayMs,
   type HandlerFailure,
   type HandlerPolicy,
   type HandlerRetry,
-} from './handler-policy';
+} from './handlers/handler.policy';
 export {
   DEFAULT_OUTBOX_CHANNEL,
+  ISOLATION_LEVELS,
   OUTBOX_EVENT_DEAD,
   OUTBOX_EVENT_DISCARDED,
   OUTBOX_EVENT_REPLAYED,

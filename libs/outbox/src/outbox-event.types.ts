@@ -1,5 +1,21 @@
-import type { HandlerFailure } from './handler-policy';
-import type { OutboxEvent } from './outbox-handler.types';
+import type { HandlerFailure } from './handlers/handler.policy';
+
+/** The event as a handler sees it: what was emitted, without the outbox's bookkeeping. */
+export interface OutboxEvent<P = unknown> {
+  id: string;
+  type: string;
+  aggregateType: string;
+  aggregateId: string;
+  organizationId: string | null;
+  requestId: string | null;
+  payload: P;
+  metadata: Record<string, unknown>;
+  occurredAt: Date;
+  /** The event whose handler emitted this one, or null. */
+  causationId: string | null;
+  /** The chain this event belongs to, or null (see `NewOutboxEvent.correlationId`). */
+  correlationId: string | null;
+}
 
 /** An event to write to the outbox, inside the caller's transaction. */
 export interface NewOutboxEvent<P = unknown> {

@@ -21,3 +21,6 @@ export const MAX_ERROR_LENGTH = 2000;
 
 /** Metadata keys that carry trace context: left out when a re-emitted event is compared. */
 export const TRACE_CONTEXT_KEYS = ['traceparent', 'tracestate', 'baggage'] as const;
+
+/** Isolation levels a transactional handler may ask for. */
+export const ISOLATION_LEVELS = ['READ COMMITTED', 'REPEATABLE READ', 'SERIALIZABLE'] as const;

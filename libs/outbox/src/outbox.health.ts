@@ -1,10 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { OutboxDispatcher } from './outbox.dispatcher';
+import { OutboxDispatcher } from './engine/outbox.dispatcher';
 import type { PendingState } from './outbox-event.types';
 import type { ResolvedOutboxOptions } from './outbox.options';
-import { OutboxRepository } from './outbox.repository';
+import { OutboxRepository } from './store/outbox.repository';
 import { OUTBOX_OPTIONS } from './outbox.tokens';
-import { scrubError } from './scrub-error';
+import { scrubError } from './common/scrub-error.util';
 
 export interface OutboxHealthOptions {
   /**

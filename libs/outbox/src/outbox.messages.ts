@@ -1,5 +1,5 @@
-import { scrubError } from './scrub-error';
-import { ISOLATION_LEVELS } from './outbox-handler.types';
+import { scrubError } from './common/scrub-error.util';
+import { ISOLATION_LEVELS } from './outbox.constants';
 
 /** Every message the module raises, in one place so wording stays consistent. */
 export const OutboxMessages = {

@@ -1,13 +1,13 @@
 import { Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { DiscoveryModule, ModuleRef } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
-import { EventDispatcher } from './event-dispatcher';
-import { OutboxAdmin } from './outbox-admin';
-import { HandlerTransactions } from './handler-transactions';
-import { OutboxDispatcher } from './outbox.dispatcher';
-import { OutboxExplorer } from './outbox.explorer';
+import { EventDispatcher } from './handlers/event.dispatcher';
+import { OutboxAdmin } from './admin/outbox.admin';
+import { HandlerTransactions } from './handlers/handler.transactions';
+import { OutboxDispatcher } from './engine/outbox.dispatcher';
+import { OutboxExplorer } from './handlers/outbox.explorer';
 import { OutboxHealthIndicator } from './outbox.health';
-import { OutboxMetadataAccessor } from './outbox-metadata.accessor';
+import { OutboxMetadataAccessor } from './handlers/outbox-metadata.accessor';
 import {
   ConfigurableOutboxModule,
   OUTBOX_MODULE_OPTIONS,
@@ -18,12 +18,12 @@ import {
   type OutboxModuleOptions,
   type ResolvedOutboxOptions,
 } from './outbox.options';
-import { OutboxPublisher } from './outbox.publisher';
-import { OutboxRepository } from './outbox.repository';
-import { OutboxRetentionSweeper } from './outbox-retention.sweeper';
-import { findScheduler } from './outbox-scheduler';
-import { OutboxShutdownHook } from './outbox-shutdown.hook';
-import { OutboxTelemetry } from './outbox-telemetry';
+import { OutboxPublisher } from './emit/outbox.publisher';
+import { OutboxRepository } from './store/outbox.repository';
+import { OutboxRetentionSweeper } from './engine/outbox-retention.sweeper';
+import { findScheduler } from './engine/outbox.scheduler';
+import { OutboxShutdownHook } from './engine/outbox-shutdown.hook';
+import { OutboxTelemetry } from './common/outbox.telemetry';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS, OUTBOX_SCHEDULER } from './outbox.tokens';
 
 const providers: Provider[] = [

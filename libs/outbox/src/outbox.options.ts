@@ -19,7 +19,7 @@ import {
 } from 'class-validator';
 import { DEFAULT_OUTBOX_CHANNEL } from './outbox.constants';
 import { InvalidOutboxOptionsError } from './outbox.errors';
-import type { HandlerRetry } from './handler-policy';
+import type { HandlerRetry } from './handlers/handler.policy';
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;

@@ -1,4 +1,4 @@
-import * as SQL from '@app/outbox/outbox.sql';
+import * as SQL from '@app/outbox/store/outbox.sql';
 import { tally } from '../support/counts';
 import type { FaultDatabase } from '../support/database';
 import { drainAll } from '../support/drain';

@@ -1,5 +1,5 @@
 import { EventDispatcher, OutboxRepository } from '@app/outbox';
-import { HandlerTransactions } from '@app/outbox/handler-transactions';
+import { HandlerTransactions } from '@app/outbox/handlers/handler.transactions';
 import type { DataSource } from 'typeorm';
 
 /**

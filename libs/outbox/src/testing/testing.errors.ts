@@ -1,5 +1,5 @@
 import { OutboxError } from '../outbox.errors';
-import type { DrainTotals } from './drain-until-idle';
+import type { DrainTotals } from './testing.types';
 
 /** An `expectEmitted` / `expectNotEmitted` that did not hold. */
 export class OutboxExpectationError extends OutboxError {

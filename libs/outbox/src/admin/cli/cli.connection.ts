@@ -1,0 +1,48 @@
+import { DataSource } from 'typeorm';
+import { OUTBOX_MIGRATIONS } from '../../migrations';
+import { OutboxAdmin } from '../outbox.admin';
+import { OutboxRepository } from '../../store/outbox.repository';
+
+export interface ConnectionOptions {
+  url: string;
+  /** `statement_timeout` of each statement, in ms. */
+  statementTimeoutMs: number;
+  /** TypeORM's migrations table, for `migrate`. */
+  migrationsTableName?: string;
+}
+
+/** What a command works with: the admin over the outbox, and the DataSource for migrations. */
+export interface Connection {
+  dataSource: DataSource;
+  admin: OutboxAdmin;
+}
+
+const CONNECT_TIMEOUT_MS = 10_000;
+
+/**
+ * Opens a small TypeORM DataSource on the database (two connections at most, bounded connect),
+ * runs `work` and closes it, whatever `work` does.
+ */
+export async function withConnection<T>(
+  options: ConnectionOptions,
+  work: (connection: Connection) => Promise<T>,
+): Promise<T> {
+  const dataSource = new DataSource({
+    type: 'postgres',
+    url: options.url,
+    connectTimeoutMS: CONNECT_TIMEOUT_MS,
+    migrations: [...OUTBOX_MIGRATIONS],
+    migrationsTableName: options.migrationsTableName,
+    logging: false,
+    extra: { max: 2, application_name: 'nestjs-lease-outbox-cli' },
+  });
+  await dataSource.initialize();
+  try {
+    const repository = new OutboxRepository(dataSource, {
+      statementTimeoutMs: options.statementTimeoutMs,
+    });
+    return await work({ dataSource, admin: new OutboxAdmin(repository) });
+  } finally {
+    await dataSource.destroy();
+  }
+}

@@ -1,0 +1,109 @@
+import type {
+  DeadLetter,
+  DeadLetterChange,
+  DeadLetterGroup,
+  DeadLetterList,
+  OutboxStatus,
+} from '../dead-letter.types';
+import { formatDuration } from '../../common/format-duration.util';
+
+/** Text for people; `--json` prints the objects themselves instead. */
+
+/** Rows under a header, each column as wide as its widest cell; numbers right-aligned. */
+function table(header: string[], rows: (string | number)[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
+  const line = (cells: (string | number)[]) =>
+    cells
+      .map((cell, i) =>
+        typeof cell === 'number' ? String(cell).padStart(widths[i]) : cell.padEnd(widths[i]),
+      )
+      .join('  ')
+      .trimEnd();
+  return [line(header), ...rows.map(line)].join('\n') + '\n';
+}
+
+const time = (at: Date | null) => (at ? at.toISOString() : '-');
+
+/** Long text cut to one line of `max` characters. */
+function cut(text: string | null, max: number): string {
+  if (!text) return '-';
+  const one = text.replace(/\s+/g, ' ');
+  return one.length > max ? `${one.slice(0, max - 1)}…` : one;
+}
+
+export function renderStatus(status: OutboxStatus): string {
+  const totals =
+    `due ${status.due}  retrying ${status.retrying}  in flight ${status.inFlight}  ` +
+    `expired leases ${status.expiredLeases}  dead ${status.dead}  discarded ${status.discarded}\n` +
+    `lag ${formatDuration(status.lagMs)}  next due ${status.nextDueInMs === 0 ? 'now' : formatDuration(status.nextDueInMs)}\n`;
+  if (status.byType.length === 0) return totals + 'no undelivered events\n';
+  return (
+    totals +
+    '\n' +
+    table(
+      ['type', 'due', 'retrying', 'in flight', 'dead', 'discarded', 'lag'],
+      status.byType.map((t) => [
+        t.type,
+        t.due,
+        t.retrying,
+        t.inFlight,
+        t.dead,
+        t.discarded,
+        formatDuration(t.oldestDueWaitMs),
+      ]),
+    )
+  );
+}
+
+export function renderList(list: DeadLetterList): string {
+  if (list.items.length === 0) return 'no dead letters\n';
+  const rows = list.items.map((item: DeadLetter) => [
+    item.id,
+    item.type,
+    item.state,
+    item.attempts,
+    time(item.deadAt),
+    item.failedHandlers.map((h) => h.name).join(',') || '-',
+    cut(item.lastError, 60),
+  ]);
+  const next = list.next ? `\nmore: --after ${list.next}\n` : '';
+  return table(['id', 'type', 'state', 'attempts', 'dead at', 'failed', 'last error'], rows) + next;
+}
+
+export function renderGroups(groups: DeadLetterGroup[]): string {
+  if (groups.length === 0) return 'no dead letters\n';
+  return table(
+    ['count', 'type', 'handler', 'first seen', 'last seen', 'error'],
+    groups.map((g) => [
+      g.count,
+      g.type,
+      g.handler ?? '-',
+      time(g.firstSeenAt),
+      time(g.lastSeenAt),
+      cut(g.sampleError, 60),
+    ]),
+  );
+}
+
+/** Ids printed by a text change report; `--json` gives them all. */
+const SHOWN_IDS = 10;
+
+function idLines(ids: readonly string[]): string {
+  const shown = ids.slice(0, SHOWN_IDS).map((id) => `  ${id}\n`);
+  const more =
+    ids.length > SHOWN_IDS ? [`  … and ${ids.length - SHOWN_IDS} more (--json lists all)\n`] : [];
+  return [...shown, ...more].join('');
+}
+
+export function renderChange(verb: 'replay' | 'discard', change: DeadLetterChange): string {
+  const done = verb === 'replay' ? 'replayed' : 'discarded';
+  const head = change.dryRun
+    ? `would ${verb} ${change.ids.length} event(s) (dry run, nothing changed)\n`
+    : `${done} ${change.ids.length} event(s)\n`;
+  const unchanged =
+    change.unchanged.length > 0
+      ? `not changed (unknown, delivered, not in a state for it, or running): ${change.unchanged.length}\n` +
+        idLines(change.unchanged)
+      : '';
+  return head + idLines(change.ids) + unchanged;
+}

@@ -1,0 +1,383 @@
+import { Logger } from '@nestjs/common';
+import type { DeliveredSettle, FailedSettle, OutboxRecord } from '../outbox-event.types';
+import type { OutboxResult } from '../store/outbox.result';
+import type { OutboxRepository } from '../store/outbox.repository';
+import { RateLimitedLog } from '../common/rate-limited-log.util';
+import { scrubError } from '../common/scrub-error.util';
+
+/** Error text in a log line; the whole scrubbed text is in the row's `last_error`. */
+const LOGGED_ERROR_LENGTH = 500;
+/** Statements of each kind in flight at once; more would only queue behind the commits. */
+const MAX_FLUSHES = 2;
+/** How long a settle waits for others to travel with it (unless a batch fills first). */
+const SETTLE_GATHER_MS = 5;
+/** Backoff of a settle statement that failed: doubling from the first to the last. */
+const RETRY_FIRST_MS = 50;
+const RETRY_LAST_MS = 1000;
+
+/** What one settle came to. */
+export type SettleResult =
+  /** Written: delivered, or scheduled again after a failure. */
+  | 'settled'
+  /** Written, and the event ran out of attempts with it (announced once). */
+  | 'dead'
+  /** Given back unstarted (shutdown). */
+  | 'released'
+  /** Nothing written: a newer claim holds the event (its lease had ended). */
+  | 'stale'
+  /** Never written: the store kept failing until the lease was too close to its end. */
+  | 'lost';
+
+export type Settle =
+  | { kind: 'delivered'; record: OutboxRecord; settle: DeliveredSettle }
+  | { kind: 'failed'; record: OutboxRecord; settle: FailedSettle }
+  | { kind: 'release'; record: OutboxRecord; settle: { id: string; attempts: number } };
+
+export interface CompleterOptions {
+  maxAttempts: number;
+  deadRetryMs: number;
+  deadRetryByType?: Readonly<Record<string, number>>;
+  /** Rows per settle statement. */
+  batchSize: number;
+}
+
+/** Why settles are failing, while they are. */
+export interface SettleFailure {
+  since: Date;
+  message: string;
+  /** Settles given up so far in this failure (their handlers run again after the lease). */
+  lost: number;
+}
+
+export interface CompleterHooks {
+  /** A settle statement ended, written or not: a producer held back by settles may go on. */
+  onSettled?(): void;
+  /** Settles were given up: claiming should pause. */
+  onGiveUp?(): void;
+  /** A failed event was scheduled again; it falls due in `delayMs`. */
+  onRetryScheduled?(delayMs: number): void;
+  /** A settle statement came back (`ok` false: a store failure) after `ms`. */
+  onStatement?(kind: Settle['kind'], ms: number, ok: boolean): void;
+  /** Events became dead in a settle: their types, one per event. */
+  onDead?(types: readonly string[]): void;
+}
+
+interface Pending {
+  item: Settle;
+  /** `Date.now()` past which the lease may be gone: writing then could only be stale. */
+  deadline: number;
+  tries: number;
+  notBefore: number;
+  resolve(result: SettleResult): void;
+}
+
+type Kind = Settle['kind'];
+
+/**
+ * The last step of the flow (claim → execute → complete). Each event's settle is queued as
+ * soon as its handlers end; queued settles of a kind travel together in one statement, once the
+ * first of them has waited SETTLE_GATHER_MS or a batch is full, at most two statements of a kind
+ * at a time, so ends spread over a few milliseconds cost one round trip and one commit, not one
+ * each (the commits of settles wait for the disk, and under load they compete with the
+ * handlers' own). A statement that fails is
+ * retried with backoff for as long as the claim's lease leaves time to write it (a failover
+ * blip costs nothing); a settle that runs out of lease is given up, and the completer reports
+ * a failure until a settle succeeds again, so the producer stops claiming work it could not
+ * record.
+ */
+export class OutboxCompleter {
+  private readonly logger = new Logger('Outbox');
+  private readonly failureLog = new RateLimitedLog((line) => this.logger.warn(line));
+  private readonly deadLog = new RateLimitedLog((line) => this.logger.error(line));
+  private readonly queues: Record<Kind, Pending[]> = { delivered: [], failed: [], release: [] };
+  private readonly inFlight: Record<Kind, number> = { delivered: 0, failed: 0, release: 0 };
+  private readonly flushes = new Set<Promise<void>>();
+  private timer: NodeJS.Timeout | undefined;
+  private timerAt = Infinity;
+  private scheduled = false;
+  private currentFailure: SettleFailure | null = null;
+
+  constructor(
+    private readonly repository: OutboxRepository,
+    private readonly options: CompleterOptions,
+    private readonly hooks: CompleterHooks = {},
+  ) {}
+
+  /** Settles queued or being written. */
+  get pending(): number {
+    const { delivered, failed, release } = this.queues;
+    return delivered.length + failed.length + release.length + this.writing;
+  }
+
+  /** Set while settle statements fail; cleared by the next one that succeeds. */
+  get failure(): SettleFailure | null {
+    return this.currentFailure;
+  }
+
+  /**
+   * A failure on record while nothing is left to settle is over as far as anyone can tell (the
+   * store answered a claim since): called by the producer after a claim that worked.
+   */
+  clearFailureIfIdle(): void {
+    if (this.pending === 0) this.currentFailure = null;
+  }
+
+  /** Takes settles again (after `close`). */
+  open(): void {
+    this.closed = false;
+  }
+
+  /**
+   * Gives every queued settle up and takes no more (shutdown out of time): their rows keep the
+   * lease, and statements already sent that fail are not retried.
+   */
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.timerAt = Infinity;
+    for (const kind of Object.keys(this.queues) as Kind[]) {
+      for (const pending of this.queues[kind].splice(0)) pending.resolve('lost');
+    }
+  }
+
+  /** Queues a settle; resolves once it is written, found stale or given up. */
+  complete(item: Settle, leaseDeadline: number): Promise<SettleResult> {
+    if (this.closed) return Promise.resolve('lost');
+    return new Promise((resolve) => {
+      this.queues[item.kind].push({
+        item,
+        deadline: leaseDeadline,
+        tries: 0,
+        // Settles ending within a few milliseconds of each other go out together.
+        notBefore: Date.now() + SETTLE_GATHER_MS,
+        resolve,
+      });
+      this.schedule();
+    });
+  }
+
+  /** Resolves once nothing is queued or being written, or when `signal` aborts. */
+  async idle(signal?: AbortSignal): Promise<void> {
+    while (this.pending > 0 && !signal?.aborted) {
+      const waits = [...this.flushes];
+      if (waits.length === 0) {
+        // Only settles waiting for their time: wait for the next one (or the abort).
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            clearTimeout(timer);
+            signal?.removeEventListener('abort', done);
+            resolve();
+          };
+          // A flush planned for this turn has no timer: look again shortly.
+          const wait = Number.isFinite(this.timerAt) ? this.timerAt - Date.now() : 1;
+          const timer = setTimeout(done, Math.min(RETRY_LAST_MS, Math.max(1, wait)));
+          signal?.addEventListener('abort', done, { once: true });
+        });
+      } else {
+        await Promise.race(waits);
+      }
+    }
+  }
+
+  private writing = 0;
+  private closed = false;
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    // Ends of the same turn of the event loop go out together.
+    setImmediate(() => {
+      this.scheduled = false;
+      this.flush();
+    });
+  }
+
+  private flush(): void {
+    const now = Date.now();
+    let nextRetry = Infinity;
+    for (const kind of Object.keys(this.queues) as Kind[]) {
+      const queue = this.queues[kind];
+      while (this.inFlight[kind] < MAX_FLUSHES) {
+        const ready: Pending[] = [];
+        // A full batch goes at once, without waiting out the gathering time.
+        const full = queue.length >= this.options.batchSize;
+        for (let i = 0; i < queue.length && ready.length < this.options.batchSize;) {
+          const { notBefore, tries } = queue[i];
+          if (notBefore <= now || (full && tries === 0)) ready.push(...queue.splice(i, 1));
+          else i++;
+        }
+        if (ready.length === 0) break;
+        this.write(kind, ready);
+      }
+      // Settles ready now but held back by statements in flight go out when one of those ends;
+      // the others when their time comes.
+      for (const pending of queue) {
+        if (pending.notBefore > now) nextRetry = Math.min(nextRetry, pending.notBefore);
+      }
+    }
+    if (nextRetry < this.timerAt) {
+      clearTimeout(this.timer);
+      this.timerAt = nextRetry;
+      this.timer = setTimeout(
+        () => {
+          this.timerAt = Infinity;
+          this.flush();
+        },
+        Math.max(0, nextRetry - now),
+      );
+    }
+  }
+
+  private write(kind: Kind, batch: Pending[]): void {
+    this.inFlight[kind]++;
+    this.writing += batch.length;
+    const startedAt = performance.now();
+    const flush: Promise<void> = this.statement(kind, batch)
+      .then((result) => {
+        this.hooks.onStatement?.(kind, performance.now() - startedAt, result.ok);
+        return result;
+      })
+      .then(
+        (result) => this.apply(kind, batch, result),
+        // The repository reports store failures as results; anything else is a bug worth seeing.
+        (err: unknown) => this.retryOrGiveUp(batch, scrubError(err), undefined),
+      )
+      .finally(() => {
+        this.inFlight[kind]--;
+        this.writing -= batch.length;
+        this.flushes.delete(flush);
+        this.flush();
+        this.hooks.onSettled?.();
+      });
+    this.flushes.add(flush);
+  }
+
+  private async statement(
+    kind: Kind,
+    batch: Pending[],
+  ): Promise<OutboxResult<{ settled: string[]; stale: string[]; newlyDead?: string[] }>> {
+    if (kind === 'delivered') {
+      return this.repository.markDelivered(
+        batch.map((p) => (p.item as Extract<Settle, { kind: 'delivered' }>).settle),
+      );
+    }
+    if (kind === 'failed') {
+      const options = {
+        maxAttempts: this.options.maxAttempts,
+        deadRetryMs: this.options.deadRetryMs,
+        deadRetryByType: this.options.deadRetryByType,
+      };
+      return this.repository.markFailed(
+        batch.map((p) => (p.item as Extract<Settle, { kind: 'failed' }>).settle),
+        options,
+      );
+    }
+    return this.repository.release(batch.map((p) => p.item.settle));
+  }
+
+  private apply(
+    kind: Kind,
+    batch: Pending[],
+    result: OutboxResult<{ settled: string[]; stale: string[]; newlyDead?: string[] }>,
+  ): void {
+    if (!result.ok) return this.retryOrGiveUp(batch, result.error.message, result.error.code);
+    this.currentFailure = null;
+    const stale = new Set(result.value.stale);
+    const dead = new Set(result.value.newlyDead ?? []);
+    if (kind === 'failed') {
+      this.logFailures(batch, dead);
+      if (dead.size > 0) {
+        this.hooks.onDead?.(
+          batch.filter((p) => dead.has(p.item.record.id)).map((p) => p.item.record.type),
+        );
+      }
+      let soonest = Infinity;
+      for (const { item } of batch) {
+        const { id } = item.record;
+        if (item.kind === 'failed' && !stale.has(id) && !dead.has(id) && !item.record.deadAt) {
+          soonest = Math.min(soonest, item.settle.retryDelayMs);
+        }
+      }
+      if (soonest < Infinity) this.hooks.onRetryScheduled?.(soonest);
+    }
+    for (const pending of batch) {
+      const id = pending.item.record.id;
+      pending.resolve(
+        stale.has(id)
+          ? 'stale'
+          : dead.has(id)
+            ? 'dead'
+            : kind === 'release'
+              ? 'released'
+              : 'settled',
+      );
+    }
+  }
+
+  /**
+   * Puts a failed batch back with backoff, less what the lease no longer covers: a write after
+   * the lease could only be stale, and the handlers run again on the next claim either way.
+   * Not retried: what the server refused for its content (SQLSTATE classes 22, 23 and 42: it
+   * would refuse it again), releases (a release lowers the attempt count, so a retry after a
+   * first try that committed unseen could undo a newer claim; an unreleased row just waits for
+   * its lease), and anything once the completer is closed.
+   */
+  private retryOrGiveUp(batch: Pending[], message: string, code: string | undefined): void {
+    const now = Date.now();
+    const permanent = code !== undefined && /^(22|23|42)/.test(code);
+    let lost = 0;
+    for (const pending of batch) {
+      const wait = Math.min(RETRY_LAST_MS, RETRY_FIRST_MS * 2 ** pending.tries);
+      if (
+        this.closed ||
+        permanent ||
+        pending.item.kind === 'release' ||
+        now + wait >= pending.deadline
+      ) {
+        lost++;
+        pending.resolve('lost');
+        continue;
+      }
+      pending.tries++;
+      pending.notBefore = now + wait;
+      this.queues[pending.item.kind].push(pending);
+    }
+    const failure = this.currentFailure ?? { since: new Date(), message, lost: 0 };
+    this.currentFailure = { ...failure, message, lost: failure.lost + lost };
+    if (lost > 0) {
+      this.hooks.onGiveUp?.();
+      this.logger.error(
+        `Outbox settles keep failing: ${lost} given up, their handlers run again after the ` +
+          `lease; claiming pauses for a while after each give-up. Last failure: ${message}`,
+      );
+    }
+  }
+
+  /** Failed handlers and newly dead events, scrubbed and rate-limited, so operators see them. */
+  private logFailures(batch: readonly Pending[], newlyDead: ReadonlySet<string>): void {
+    for (const { item } of batch) {
+      if (item.kind !== 'failed') continue;
+      const { record, settle } = item;
+      const what = `${record.type} ${record.id}`;
+      const error = scrubError(settle.error, LOGGED_ERROR_LENGTH);
+      if (settle.error === null && !newlyDead.has(record.id)) {
+        // No handler failed: the ones that ran succeeded, the others wait for their retry.
+        continue;
+      }
+      if (newlyDead.has(record.id)) {
+        this.deadLog.log(
+          `Outbox event ${what} is dead after ${settle.attempts} attempts ` +
+            `(failed: ${settle.failedHandlers.join(', ')}); ${error}`,
+        );
+      } else if (record.deadAt) {
+        this.failureLog.log(`Outbox replay of dead event ${what} failed again: ${error}`);
+      } else {
+        this.failureLog.log(
+          `Outbox event ${what} failed attempt ${settle.attempts} ` +
+            `(${settle.failedHandlers.join(', ')}), next in ${Math.round(settle.retryDelayMs)} ms: ` +
+            error,
+        );
+      }
+    }
+  }
+}

@@ -1,0 +1,361 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  Optional,
+  type BeforeApplicationShutdown,
+  type OnApplicationBootstrap,
+  type OnModuleDestroy,
+} from '@nestjs/common';
+import { setMaxListeners } from 'node:events';
+import type { ClientConfig } from 'pg';
+import type { DataSource } from 'typeorm';
+import { EventDispatcher } from '../handlers/event.dispatcher';
+import type { OutboxStoreError } from '../outbox.errors';
+import type { ResolvedOutboxOptions } from '../outbox.options';
+import { OutboxCompleter, type SettleFailure } from './outbox.completer';
+import { OutboxExecutor, type ExecutionResult } from './outbox.executor';
+import { OutboxProducer } from './outbox.producer';
+import { OutboxRepository } from '../store/outbox.repository';
+import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from '../outbox.tokens';
+import { PgListener } from './pg.listener';
+import type { PgListenerState } from './pg-listener.types';
+import { listenerClientConfig } from './listener-client.config';
+import { delay } from '../common/delay.util';
+import { OutboxTelemetry } from '../common/outbox.telemetry';
+import { OutboxHeartbeat } from './outbox.heartbeat';
+import { RateLimitedLog } from '../common/rate-limited-log.util';
+
+/** What one `drainOnce` did. */
+export interface DrainReport {
+  ok: boolean;
+  /** The claim failed; nothing was delivered. */
+  error?: OutboxStoreError;
+  /** Most events the claim asked for. */
+  limit: number;
+  claimed: number;
+  /** Events whose every remaining handler succeeded. */
+  delivered: number;
+  /** Events with a failed handler, scheduled again or dead. */
+  failed: number;
+  /** Events that ran out of attempts in this drain (each announced once). */
+  dead: number;
+  /** Settles that found their lease taken by a newer claim (nothing written). */
+  stale: number;
+  /** Settles the store kept refusing until the lease ran out (the handlers run again). */
+  lost: number;
+}
+
+/** This instance's slots: how many events run, and how many of them are past their budget. */
+export interface OutboxSlots {
+  size: number;
+  busy: number;
+  /** Events with a handler past its budget that has not returned; each keeps its slot. */
+  overdue: number;
+}
+
+/**
+ * How long the dispatcher's shutdown goes on past `shutdownGraceMs` at most: time for the last
+ * settles and the listener's goodbye. Its stop returns within the grace plus this, whatever the
+ * database does, and leaves no pool connection checked out.
+ */
+export const SHUTDOWN_MARGIN_MS = 1000;
+
+export type OutboxDispatcherState = 'idle' | 'running' | 'stopping' | 'stopped';
+
+/**
+ * The outbox's engine for this instance, and its lifecycle: a producer claims due events into
+ * free slots, an executor runs each one's handlers at once, a completer batches the settles
+ * (see `OutboxProducer`, `OutboxExecutor`, `OutboxCompleter`). It starts at application
+ * bootstrap (unless `autoStart` is off) with its LISTEN connection, and stops within the
+ * shutdown grace.
+ */
+@Injectable()
+export class OutboxDispatcher
+  implements OnApplicationBootstrap, OnModuleDestroy, BeforeApplicationShutdown
+{
+  private readonly logger = new Logger('Outbox');
+  /** A flapping network reconnects often; the log says so without flooding. */
+  private readonly reconnectLog = new RateLimitedLog((line) => this.logger.log(line), 5, 60_000);
+  private current: OutboxDispatcherState = 'idle';
+  private abandonController = new AbortController();
+  private listener: PgListener | undefined;
+  private stopping: Promise<void> | undefined;
+  private startedAt: Date | null = null;
+  private readonly completer: OutboxCompleter;
+  private readonly executor: OutboxExecutor;
+  private readonly producer: OutboxProducer;
+  private readonly heartbeat: OutboxHeartbeat;
+
+  constructor(
+    dispatcher: EventDispatcher,
+    private readonly repository: OutboxRepository,
+    @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
+    @Optional() private readonly telemetry: OutboxTelemetry = new OutboxTelemetry(),
+  ) {
+    this.completer = new OutboxCompleter(
+      repository,
+      {
+        maxAttempts: options.maxAttempts,
+        // 0 in the options: no automatic replay.
+        deadRetryMs: options.deadRetryMs || Infinity,
+        deadRetryByType:
+          options.deadRetryByType &&
+          Object.fromEntries(
+            Object.entries(options.deadRetryByType).map(([type, ms]) => [type, ms || Infinity]),
+          ),
+        batchSize: options.batchSize,
+      },
+      {
+        onSettled: () => this.producer.pump(),
+        onGiveUp: () => this.producer.pause(),
+        onRetryScheduled: (delayMs) => this.producer.wakeIn(delayMs),
+        onStatement: (kind, ms, ok) =>
+          this.telemetry.settled(kind === 'release' ? 'released' : kind, ms, ok),
+        onDead: (types) => this.telemetry.dead(types),
+      },
+    );
+    this.executor = new OutboxExecutor(
+      dispatcher,
+      this.completer,
+      { leaseMs: options.leaseMs },
+      () => this.producer.pump(),
+    );
+    this.producer = new OutboxProducer(repository, this.executor, this.completer, options, (n) =>
+      this.telemetry.claimed(n),
+    );
+    this.heartbeat = new OutboxHeartbeat(
+      repository,
+      () => ({
+        state: this.current,
+        listener: this.listenerState,
+        types: options.types ?? null,
+        concurrency: options.concurrency,
+        inFlight: this.executor.active,
+        startedAt: this.startedAt ?? new Date(),
+        lastClaimAt: this.producer.lastClaimAt,
+      }),
+      (line) => this.logger.warn(line),
+    );
+  }
+
+  get state(): OutboxDispatcherState {
+    return this.current;
+  }
+
+  /** The LISTEN connection's state, or `disabled` when `listen.enabled` is off. */
+  get listenerState(): PgListenerState | 'disabled' {
+    if (!this.options.listen.enabled) return 'disabled';
+    return this.listener?.state ?? 'idle';
+  }
+
+  /** When the running dispatcher was started. */
+  get runningSince(): Date | null {
+    return this.current === 'running' ? this.startedAt : null;
+  }
+
+  /** When the last claim completed without a store failure. */
+  get lastDrainAt(): Date | null {
+    return this.producer.lastClaimAt;
+  }
+
+  /** Slots in use, and how many are held by handlers past their budget. */
+  get slots(): OutboxSlots {
+    return {
+      size: this.options.concurrency,
+      busy: this.executor.active,
+      overdue: this.executor.overdue,
+    };
+  }
+
+  /** Set while settles fail (claiming pauses once one is given up); null otherwise. */
+  get settleFailure(): SettleFailure | null {
+    return this.completer.failure;
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    if (this.options.autoStart) await this.start();
+  }
+
+  /**
+   * Normally already stopped by `OutboxShutdownHook` at the first shutdown step; these hooks
+   * stop it when that hook could not be placed, and wait for the stop either way.
+   */
+  onModuleDestroy(): Promise<void> {
+    return this.stop();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.stop();
+  }
+
+  async start(): Promise<void> {
+    if (this.current === 'running' || this.current === 'stopping') return;
+    this.current = 'running';
+    this.stopping = undefined;
+    this.startedAt = new Date();
+    this.renewAbandon();
+    this.completer.open();
+    this.warnWithoutConnectTimeout();
+    if (this.options.listen.enabled) {
+      this.listener = new PgListener(
+        {
+          client: this.listenerClient(),
+          channel: this.options.listen.channel,
+          connectTimeoutMs: this.options.listen.connectTimeoutMs,
+          queryTimeoutMs: this.options.listen.queryTimeoutMs,
+          probeIntervalMs: this.options.listen.probeIntervalMs,
+          reconnectMinMs: this.options.listen.reconnectMinMs,
+          reconnectMaxMs: this.options.listen.reconnectMaxMs,
+        },
+        {
+          onNotify: () => this.wake(),
+          // Notifications sent while the connection was down are lost: claim to catch up.
+          onReconnect: () => {
+            this.telemetry.listenerReconnected();
+            this.reconnectLog.log('Outbox listener reconnected; claiming what arrived meanwhile');
+            this.wake();
+          },
+          onError: (message) => this.logger.warn(`Outbox listener: ${message}`),
+        },
+      );
+      await this.listener.start();
+    }
+    this.producer.start(this.abandonController.signal);
+    this.heartbeat.start();
+  }
+
+  /**
+   * Halts claiming at once (a claim in flight gives its rows back), waits for running handlers
+   * and, once `shutdownGraceMs` is spent, abandons those still running (their events keep the
+   * lease and are claimed again when it ends); then writes the last settles.
+   */
+  async stop(): Promise<void> {
+    if (this.current === 'idle' || this.current === 'stopped') {
+      this.current = 'stopped';
+      return;
+    }
+    this.stopping ??= this.halt();
+    return this.stopping;
+  }
+
+  /**
+   * Claims once (up to the free slots, at most `batchSize`), runs what it claimed and writes
+   * the settles, outside the loop: for tests, scripts and hand-driven workers (normally with
+   * `autoStart: false`). A shutdown abandons its handlers like the loop's.
+   */
+  async drainOnce(): Promise<DrainReport> {
+    const free = this.options.concurrency - this.executor.active;
+    const limit = Math.max(0, Math.min(this.options.batchSize, free));
+    const report: DrainReport = {
+      ok: true,
+      limit,
+      claimed: 0,
+      delivered: 0,
+      failed: 0,
+      dead: 0,
+      stale: 0,
+      lost: 0,
+    };
+    if (limit === 0 || this.current === 'stopping') return report;
+    // A stopped dispatcher closed its completer and abandoned its handlers; a hand-driven
+    // drain after it starts afresh.
+    this.completer.open();
+    if (this.abandonController.signal.aborted) this.renewAbandon();
+    const claimedAt = Date.now();
+    const claim = await this.repository.claim({
+      limit,
+      leaseMs: this.options.leaseMs,
+      types: this.options.types,
+    });
+    if (!claim.ok) return { ...report, ok: false, error: claim.error };
+    report.claimed = claim.value.length;
+    this.telemetry.claimed(report.claimed);
+    const results = await Promise.all(
+      claim.value.map((record) =>
+        this.executor.start(record, claimedAt, this.abandonController.signal),
+      ),
+    );
+    for (const execution of results) tally(report, execution);
+    return report;
+  }
+
+  private renewAbandon(): void {
+    this.abandonController = new AbortController();
+    // Every running handler listens to it: as many as concurrency times handlers per event.
+    setMaxListeners(0, this.abandonController.signal);
+  }
+
+  /** Asks for a claim as soon as a slot is free. */
+  wake(): void {
+    if (this.current === 'running') this.producer.wake();
+  }
+
+  private async halt(): Promise<void> {
+    this.current = 'stopping';
+    this.producer.stop();
+    // Leaves the list of dispatchers now, not at the end: on a database that stopped answering,
+    // a statement sent last would still be connecting when the DataSource closes, and hold it.
+    const leaving = this.heartbeat.stop();
+    const { shutdownGraceMs } = this.options;
+    const startedAt = Date.now();
+    // Past the grace, settles and the listener's goodbye get SHUTDOWN_MARGIN_MS more; after
+    // that shutdown returns whatever the database does, and statements still waiting are given
+    // up (their rows keep the lease and are claimed again when it ends).
+    const deadline = delay(shutdownGraceMs + SHUTDOWN_MARGIN_MS);
+    const grace = delay(shutdownGraceMs);
+    try {
+      await Promise.race([this.executor.whenIdle(), grace.promise]);
+      grace.cancel();
+      this.abandonController.abort(new Error('abandoned at shutdown'));
+      const settled = new AbortController();
+      await Promise.race([
+        this.producer.claimsSettled().then(() => this.completer.idle(settled.signal)),
+        deadline.promise,
+      ]);
+      settled.abort();
+    } finally {
+      grace.cancel();
+      this.completer.close();
+      const left = shutdownGraceMs + SHUTDOWN_MARGIN_MS - (Date.now() - startedAt);
+      await Promise.race([this.listener?.stop(left), deadline.promise]);
+      await Promise.race([leaving, deadline.promise]);
+      deadline.cancel();
+      this.repository.abandonInFlight();
+      this.current = 'stopped';
+    }
+  }
+
+  /**
+   * The outbox bounds its own statements, but a new pool connection to a database that stopped
+   * answering waits as long as the driver lets it: without a connect timeout, forever, and
+   * closing the DataSource at shutdown waits for it too.
+   */
+  private warnWithoutConnectTimeout(): void {
+    const options = this.dataSource.options as {
+      connectTimeoutMS?: number;
+      extra?: { connectionTimeoutMillis?: number };
+    };
+    if (options.connectTimeoutMS || options.extra?.connectionTimeoutMillis) return;
+    this.logger.warn(
+      'The DataSource sets no connect timeout: a new connection to a database that stops ' +
+        'answering waits forever, and so does closing the app. Set connectTimeoutMS ' +
+        '(for example 5000) in the TypeORM options.',
+    );
+  }
+
+  private listenerClient(): ClientConfig {
+    return listenerClientConfig(this.dataSource, this.options.listen.connectionString);
+  }
+}
+
+function tally(report: DrainReport, execution: ExecutionResult): void {
+  if (execution === 'abandoned') return;
+  const { settle, result } = execution;
+  if (settle.kind === 'delivered') report.delivered++;
+  if (settle.kind === 'failed') report.failed++;
+  if (result === 'dead') report.dead++;
+  if (result === 'stale') report.stale++;
+  if (result === 'lost') report.lost++;
+}

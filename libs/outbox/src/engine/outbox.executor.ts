@@ -1,0 +1,220 @@
+import type { EventDispatcher, HandlerWithPolicy } from '../handlers/event.dispatcher';
+import { handlerRetryDelayMs } from '../handlers/handler.policy';
+import type { OutboxCompleter, Settle, SettleResult } from './outbox.completer';
+import type { OutboxRecord } from '../outbox-event.types';
+import type { OutboxEvent } from '../outbox-event.types';
+import type { HandlerOutcome } from '../handlers/outbox-handler.types';
+import { scrubError } from '../common/scrub-error.util';
+
+export interface ExecutorOptions {
+  leaseMs: number;
+}
+
+/** What became of one claimed event: its settle, or `abandoned` at shutdown (lease kept). */
+export type ExecutionResult = { settle: Settle; result: SettleResult } | 'abandoned';
+
+/**
+ * The middle step of the flow (claim → execute → complete): runs one claimed event's remaining
+ * handlers at once and hands the outcome to the completer as soon as they have ended or spent
+ * their budget. Each event holds one slot until its handlers have really returned: a handler
+ * past its budget that ignores its AbortSignal is `overdue` and keeps its slot, so the engine
+ * never runs more than its slots, however a downstream hangs.
+ */
+export class OutboxExecutor {
+  private busy = 0;
+  private late = 0;
+  private readonly idleWaiters = new Set<() => void>();
+
+  constructor(
+    private readonly dispatcher: EventDispatcher,
+    private readonly completer: OutboxCompleter,
+    private readonly options: ExecutorOptions,
+    /** Told each time a slot frees up. */
+    private readonly onSlotFree: () => void = () => undefined,
+  ) {}
+
+  /** Events whose handlers are running, overdue ones included. */
+  get active(): number {
+    return this.busy;
+  }
+
+  /** Events with a handler past its budget that has not returned yet. */
+  get overdue(): number {
+    return this.late;
+  }
+
+  /**
+   * Starts the event's handlers now. `claimedAt` is `Date.now()` from before the claim was sent,
+   * so `claimedAt + leaseMs` never comes later than the lease's real end.
+   */
+  start(record: OutboxRecord, claimedAt: number, abandon?: AbortSignal): Promise<ExecutionResult> {
+    this.busy++;
+    const handlers = this.dispatcher.policies(record.type);
+    const run = this.dispatcher.execute(toEvent(record), this.notToRun(record, handlers), {
+      attempt: record.attempts,
+      handlerAttempts: Object.fromEntries(
+        Object.entries(record.failures).map(([name, failure]) => [name, failure.count + 1]),
+      ),
+      signal: abandon,
+    });
+    let ended = false;
+    let counted = false;
+    void run.ended.then(() => {
+      ended = true;
+      if (counted) this.late--;
+      this.busy--;
+      if (this.busy === 0) for (const wake of this.idleWaiters) wake();
+      this.onSlotFree();
+    });
+    return run.outcomes.then((outcomes) => {
+      if (!ended && outcomes.some((o) => !o.ok && o.timedOut)) {
+        counted = true;
+        this.late++;
+      }
+      // Handlers cut short by a shutdown did not fail: the event keeps its lease and is claimed
+      // again after it, so the handlers that were running get a fair new try.
+      if (
+        abandon?.aborted &&
+        outcomes.some((o) => !o.ok && !o.timedOut && o.error === abandon.reason)
+      ) {
+        return 'abandoned' as const;
+      }
+      const settle = this.toSettle(record, outcomes, handlers, claimedAt);
+      return this.completer
+        .complete(settle, claimedAt + this.options.leaseMs)
+        .then((result) => ({ settle, result }));
+    });
+  }
+
+  /** Resolves once no event holds a slot. */
+  whenIdle(): Promise<void> {
+    if (this.busy === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const wake = () => {
+        this.idleWaiters.delete(wake);
+        resolve();
+      };
+      this.idleWaiters.add(wake);
+    });
+  }
+
+  /**
+   * Handlers this claim does not run: those already delivered and, unless the event is a dead
+   * replay (which gives every handler left one more try), those whose own retry time has not
+   * come or whose attempts are used up. A dead replay that `OutboxAdmin.replay` narrowed to some
+   * handlers has marked them, alone, with a retry time: it runs those. "Now" is the claim's own
+   * database clock: the lease end less the lease.
+   */
+  private notToRun(
+    record: OutboxRecord,
+    handlers: readonly HandlerWithPolicy[],
+  ): Record<string, unknown> {
+    if (record.deadAt) {
+      const marked = new Set(
+        Object.entries(record.failures)
+          .filter(([name, failure]) => failure.retryAt !== null && !(name in record.deliveries))
+          .map(([name]) => name),
+      );
+      if (marked.size === 0) return record.deliveries;
+      const skipped: Record<string, unknown> = { ...record.deliveries };
+      for (const h of handlers) if (!marked.has(h.name)) skipped[h.name] = true;
+      return skipped;
+    }
+    const claimedAt = record.leaseExpiresAt.getTime() - this.options.leaseMs;
+    const waiting: Record<string, unknown> = { ...record.deliveries };
+    for (const [name, failure] of Object.entries(record.failures)) {
+      if (failure.retryAt === null || Date.parse(failure.retryAt) > claimedAt) waiting[name] = true;
+    }
+    return waiting;
+  }
+
+  /**
+   * The settle of an attempt, by the per-handler rule: each failed handler counts one more
+   * failure and, below its `maxAttempts`, gets its next try from its own retry schedule. The
+   * event is delivered once every handler is; dead once every handler left has used its
+   * attempts (a dead replay that fails stays dead); otherwise due at the earliest next try of
+   * the handlers still retrying, when only the handlers due then run.
+   */
+  private toSettle(
+    record: OutboxRecord,
+    outcomes: HandlerOutcome[],
+    handlers: HandlerWithPolicy[],
+    claimedAt: number,
+  ): Settle {
+    const { id, attempts } = record;
+    const succeeded = outcomes.filter((o) => o.ok).map((o) => o.handlerName);
+    const failed = outcomes.filter((o): o is Extract<HandlerOutcome, { ok: false }> => !o.ok);
+    const delivered = new Set([...Object.keys(record.deliveries), ...succeeded]);
+    const left = handlers.filter((h) => !delivered.has(h.name));
+    if (left.length === 0) {
+      return { kind: 'delivered', record, settle: { id, attempts, handlers: succeeded } };
+    }
+    const policies = new Map(handlers.map((h) => [h.name, h.policy]));
+    const failures = failed.map(({ handlerName }) => {
+      const policy = policies.get(handlerName) ?? this.dispatcher.defaultPolicy;
+      const count = (record.failures[handlerName]?.count ?? 0) + 1;
+      const usedUp = record.deadAt !== null || count >= policy.maxAttempts;
+      return {
+        handler: handlerName,
+        count,
+        delayMs: usedUp ? null : handlerRetryDelayMs(policy, count),
+      };
+    });
+    const updated = new Map(failures.map((f) => [f.handler, f]));
+    const pending = left
+      .filter((h) => {
+        const update = updated.get(h.name);
+        if (update) return update.delayMs !== null;
+        return record.failures[h.name]?.retryAt !== null;
+      })
+      .map((h) => h.name);
+    const dead = record.deadAt ? failed.length > 0 : pending.length === 0;
+    return {
+      kind: 'failed',
+      record,
+      settle: {
+        id,
+        attempts,
+        handlers: succeeded,
+        failedHandlers: dead ? left.map((h) => h.name) : failed.map((f) => f.handlerName),
+        error:
+          failed.length === 0
+            ? null
+            : failed.map((f) => `${f.handlerName}: ${scrubError(f.error)}`).join('; '),
+        retryDelayMs: this.soonestRetryMs(record, failures, pending, claimedAt),
+        failures,
+        pending,
+        dead,
+      },
+    };
+  }
+
+  /** When the event is next due, as a delay from now: for logs and for planning the next wake. */
+  private soonestRetryMs(
+    record: OutboxRecord,
+    failures: readonly { handler: string; delayMs: number | null }[],
+    pending: readonly string[],
+    claimedAt: number,
+  ): number {
+    let soonest = Infinity;
+    for (const f of failures) if (f.delayMs !== null) soonest = Math.min(soonest, f.delayMs);
+    // A handler that did not run keeps its retry time (database clock, read at the claim).
+    const serverClaimedAt = record.leaseExpiresAt.getTime() - this.options.leaseMs;
+    const elapsed = Date.now() - claimedAt;
+    const updated = new Set(failures.map((f) => f.handler));
+    for (const name of pending) {
+      const retryAt = record.failures[name]?.retryAt;
+      if (retryAt && !updated.has(name)) {
+        soonest = Math.min(soonest, Math.max(0, Date.parse(retryAt) - serverClaimedAt - elapsed));
+      }
+    }
+    return soonest === Infinity ? 0 : soonest;
+  }
+}
+
+/** What a handler sees: the record without the lease bookkeeping. */
+function toEvent(record: OutboxRecord): OutboxEvent {
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars
+  const { attempts, leaseExpiresAt, deliveries, failures, deadAt, lastError, ...event } = record;
+  return event;
+}

@@ -1,0 +1,100 @@
+import { InvalidOutboxHandlerPolicyError } from '../outbox.errors';
+import { retryDelayMs, type BackoffSettings } from './retry-backoff.util';
+
+/** Node runs a timer with a longer delay after 1 ms; no delay may exceed it. */
+const MAX_DELAY_MS = 2_147_483_647;
+
+/**
+ * When a handler that failed runs again: exponential backoff (as the module's `retry`), or a
+ * fixed schedule of delays, one per failure (the last repeats if attempts remain).
+ */
+export type HandlerRetry = Partial<BackoffSettings> | readonly number[];
+
+/** A handler's retry schedule and attempts, resolved against the module's defaults. */
+export interface HandlerPolicy {
+  retry: BackoffSettings | readonly number[];
+  /** Runs of this handler that may fail before the event is dead for it. */
+  maxAttempts: number;
+}
+
+/** A handler's failures for one event, as the `failures` column keeps them. */
+export interface HandlerFailure {
+  /** Attempts in which this handler failed. */
+  count: number;
+  /** When the handler may run again (ISO time of the database clock); null once it used its attempts. */
+  retryAt: string | null;
+}
+
+/** Delay before the next run of a handler that has now failed `failures` times. */
+export function handlerRetryDelayMs(
+  policy: HandlerPolicy,
+  failures: number,
+  random = Math.random,
+): number {
+  const { retry } = policy;
+  if (isSchedule(retry)) return retry[Math.min(failures, retry.length) - 1] ?? 0;
+  return retryDelayMs(failures, retry, random);
+}
+
+function isSchedule(retry: HandlerPolicy['retry']): retry is readonly number[] {
+  return Array.isArray(retry);
+}
+
+/**
+ * Checks a handler's own `retry` and `maxAttempts` and fills the rest from the module's. A fixed
+ * schedule without `maxAttempts` allows one attempt more than it has delays.
+ */
+export function resolveHandlerPolicy(
+  handler: { name: string; location: string; retry?: unknown; maxAttempts?: unknown },
+  defaults: HandlerPolicy,
+): HandlerPolicy {
+  const { name, location, retry, maxAttempts } = handler;
+  const refuse = (field: string, value: unknown, expected: string): never => {
+    throw new InvalidOutboxHandlerPolicyError(name, location, field, value, expected);
+  };
+  const isDelay = (value: unknown): value is number =>
+    Number.isInteger(value) && (value as number) >= 0 && (value as number) <= MAX_DELAY_MS;
+  if (
+    maxAttempts !== undefined &&
+    (!Number.isInteger(maxAttempts) || (maxAttempts as number) < 1)
+  ) {
+    refuse('maxAttempts', maxAttempts, 'an integer from 1');
+  }
+  if (retry === undefined) {
+    return { retry: defaults.retry, maxAttempts: (maxAttempts as number) ?? defaults.maxAttempts };
+  }
+  if (Array.isArray(retry)) {
+    if (retry.length === 0 || !retry.every(isDelay)) {
+      refuse(
+        'retry',
+        retry,
+        `a non-empty list of delays in ms (integers from 0 to ${MAX_DELAY_MS})`,
+      );
+    }
+    return {
+      retry: [...(retry as number[])],
+      maxAttempts: (maxAttempts as number) ?? retry.length + 1,
+    };
+  }
+  if (typeof retry !== 'object' || retry === null) {
+    refuse('retry', retry, '{ baseMs, maxMs, jitter } or a list of delays in ms');
+  }
+  const base = isSchedule(defaults.retry) ? undefined : defaults.retry;
+  const settings = { ...base, ...(retry as Partial<BackoffSettings>) };
+  for (const field of ['baseMs', 'maxMs'] as const) {
+    const value = settings[field];
+    if (!isDelay(value) || value < 1) {
+      refuse(`retry.${field}`, value, `an integer from 1 to ${MAX_DELAY_MS}`);
+    }
+  }
+  if (typeof settings.jitter !== 'number' || !(settings.jitter >= 0 && settings.jitter <= 1)) {
+    refuse('retry.jitter', settings.jitter, 'a number from 0 to 1');
+  }
+  if (settings.maxMs! < settings.baseMs!) {
+    refuse('retry.maxMs', settings.maxMs, `at least retry.baseMs (${settings.baseMs})`);
+  }
+  return {
+    retry: settings as BackoffSettings,
+    maxAttempts: (maxAttempts as number) ?? defaults.maxAttempts,
+  };
+}

@@ -1,0 +1,84 @@
+import type { EntityManager } from 'typeorm';
+import type { NewOutboxEvent, OutboxEvent } from '../outbox-event.types';
+import type { HandlerRetry } from './handler.policy';
+import type { ISOLATION_LEVELS } from '../outbox.constants';
+
+export interface HandlerContext {
+  /** The persisted name this handler was registered under. */
+  handlerName: string;
+  /** The attempt of the event (1 on first delivery): every claim of it counts, whatever ran. */
+  attempt: number;
+  /** This handler's own try of this event: 1, then one more after each of its failures. */
+  handlerAttempt: number;
+  /** Aborts when the handler's time budget is spent or the dispatcher abandons it at shutdown. */
+  signal: AbortSignal;
+  /**
+   * `<handlerName>:<eventId>`: the same on every redelivery of this event to this handler, so
+   * side effects keyed by it (mail, payments, webhooks) happen once.
+   */
+  idempotencyKey: string;
+}
+
+/** What `ctx.emit` takes: the events of `OutboxPublisher.emit`. */
+export type FollowUpEmit = {
+  <P>(event: NewOutboxEvent<P>): Promise<string>;
+  <P>(events: readonly NewOutboxEvent<P>[]): Promise<string[]>;
+};
+
+/** The context of a handler declared with `transaction: true`. */
+export interface TransactionalHandlerContext extends HandlerContext {
+  /**
+   * The EntityManager of the handler's transaction on the outbox's DataSource. Everything
+   * written through it commits together with this handler's delivery record, or not at all.
+   */
+  manager: EntityManager;
+  /**
+   * Writes follow-up events in the handler's transaction, so they exist only if the handler's
+   * work commits. Each carries `causationId` (this event's id) and, unless the event sets its
+   * own, this event's `correlationId` (or this event's id when it has none), `requestId` and
+   * `organizationId`.
+   */
+  emit: FollowUpEmit;
+}
+
+/** Isolation levels a transactional handler may ask for; READ COMMITTED by default. */
+export type OutboxIsolationLevel = (typeof ISOLATION_LEVELS)[number];
+
+export type OutboxHandlerFn<P = unknown> = (
+  event: OutboxEvent<P>,
+  context: HandlerContext,
+) => unknown;
+
+export interface OnOutboxEventOptions {
+  /** Event types this handler receives, or `'*'` for every type (dead announcements included). */
+  events: readonly string[] | '*';
+  /**
+   * This handler's own time budget in milliseconds (an integer from 1), instead of the module's
+   * `handlerTimeoutMs`. The lease must cover the largest budget plus 1 s; the boot fails
+   * otherwise.
+   */
+  timeoutMs?: number;
+  /**
+   * Run the handler in a transaction on the outbox's DataSource (`ctx.manager`, `ctx.emit`, and
+   * the ambient transaction of `@nestjs-cls/transactional` when the app uses it) and record its
+   * delivery in that same transaction, guarded by the claimed attempt: its database writes then
+   * happen exactly once. READ COMMITTED unless `{ isolationLevel }` says otherwise.
+   */
+  transaction?: boolean | { isolationLevel?: OutboxIsolationLevel };
+  /**
+   * This handler's own retry schedule, instead of the module's `retry`: `{ baseMs, maxMs,
+   * jitter }` (fields not given come from the module's), or a list of delays in ms, one per
+   * failure (for example the Standard Webhooks schedule `[5_000, 300_000, 1_800_000, …]`).
+   */
+  retry?: HandlerRetry;
+  /**
+   * Runs of this handler that may fail before the event is dead for it; the module's
+   * `maxAttempts` when absent, or one more than the delays of a `retry` list.
+   */
+  maxAttempts?: number;
+}
+
+/** What `EventDispatcher.deliver` reports for one handler. */
+export type HandlerOutcome =
+  | { handlerName: string; ok: true }
+  | { handlerName: string; ok: false; error: unknown; timedOut: boolean };
