@@ -1,5 +1,5 @@
 import { DataSource } from 'typeorm';
-import { OUTBOX_ENTITIES } from '../libs/outbox/src/store/outbox-event.entity';
+import { OUTBOX_ENTITIES } from '@app/outbox';
 import { OUTBOX_MIGRATIONS } from './index';
 
 /**

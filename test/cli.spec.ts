@@ -122,6 +122,7 @@ describe('migrate', () => {
           'OutboxHandlerFailures1767000000000',
           'OutboxDiscard1768000000000',
           'OutboxDispatcherReports1769000000000',
+          'OutboxOrganizationTypeIndex1770000000000',
         ],
       });
       expect(await cli(['migrate', '--url', url])).toEqual({

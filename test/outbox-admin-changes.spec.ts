@@ -11,6 +11,7 @@ import {
   type NewOutboxEvent,
   type OutboxEvent,
 } from '@app/outbox';
+import { RetentionStore } from '@app/outbox/store/retention.store';
 import { drainUntilIdle, outboxTestingOptions } from '@app/outbox/testing';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { createOutboxApp } from './support/outbox-app';
@@ -358,7 +359,7 @@ describe('OutboxAdmin.discard', () => {
           dead: true,
         },
       ],
-      { maxAttempts: 1, deadRetryMs: Infinity },
+      { deadRetryMs: Infinity },
     );
     expect(late).toEqual({ ok: true, value: { settled: [], stale: [id], newlyDead: [] } });
     await drainUntilIdle(app);
@@ -388,7 +389,7 @@ describe('OutboxAdmin.discard', () => {
       [old],
     );
     const swept = await app
-      .get(OutboxRepository)
+      .get(RetentionStore)
       .sweepDiscarded({ retentionMs: 30 * 86_400_000, batchSize: 10 });
     expect(swept).toEqual({ ok: true, value: 1 });
     expect(await row(old)).toBeUndefined();

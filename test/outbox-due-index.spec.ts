@@ -8,7 +8,8 @@ import {
   OutboxRepository,
   type OutboxResult,
 } from '@app/outbox';
-import { CLAIM, NEXT_DUE, PENDING_STATE } from '@app/outbox/store/outbox.sql';
+import { CLAIM } from '@app/outbox/store/lease/claim.sql';
+import { NEXT_DUE, PENDING_STATE } from '@app/outbox/store/lease/state.sql';
 import { dropDatabase, withAdminClient } from './support/admin-client';
 import { withDatabase } from './support/database-url';
 import { migratedIndexes } from './support/schema-catalog';

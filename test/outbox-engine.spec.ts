@@ -332,7 +332,7 @@ describe('OutboxModule delivery engine', () => {
       message: expect.stringContaining('settles failing'),
       slots: { size: 20, busy: 0, overdue: 0 },
     });
-    expect(down.outbox.settleFailure.lost).toBeGreaterThanOrEqual(1);
+    expect(down.outbox.settleFailure?.lost).toBeGreaterThanOrEqual(1);
     expect(await row(first)).toMatchObject({ attempts: 1, dispatched_at: null });
 
     await locker.query('ROLLBACK');

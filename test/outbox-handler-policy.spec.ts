@@ -264,7 +264,7 @@ describe('per-handler retry policies', () => {
           dead: true,
         },
       ],
-      { maxAttempts: 3, deadRetryMs: 3_600_000 },
+      { deadRetryMs: 3_600_000 },
     );
     expect(result).toEqual({ ok: true, value: { settled: [id], stale: [], newlyDead: [] } });
     const r = await row(id);

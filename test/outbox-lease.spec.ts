@@ -11,7 +11,9 @@ import {
   type OutboxRecord,
   type OutboxResult,
 } from '@app/outbox';
-import { CLAIM } from '@app/outbox/store/outbox.sql';
+import { CLAIM } from '@app/outbox/store/lease/claim.sql';
+import { OutboxEmitStore } from '@app/outbox/store/emit/emit.store';
+import { RetentionStore } from '@app/outbox/store/retention.store';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { invoicePaid } from './support/events';
 
@@ -29,11 +31,15 @@ const LEASE = { leaseMs: 60_000 };
 
 let db: TestDatabase;
 let repo: OutboxRepository;
+let emitStore: OutboxEmitStore;
+let retention: RetentionStore;
 let sql: Client;
 
 beforeAll(async () => {
   db = await createTestDatabase();
   repo = new OutboxRepository(db.dataSource, { channel: CHANNEL });
+  emitStore = new OutboxEmitStore(db.dataSource, { channel: CHANNEL });
+  retention = new RetentionStore(db.dataSource);
   sql = await db.connect();
 });
 
@@ -57,7 +63,9 @@ async function enqueue(...events: NewOutboxEvent[]): Promise<string[]> {
 }
 
 async function enqueueDetailed(...events: NewOutboxEvent[]) {
-  return db.dataSource.transaction(async (manager) => value(await repo.enqueue(manager, events)));
+  return db.dataSource.transaction(async (manager) =>
+    value(await emitStore.enqueue(manager, events)),
+  );
 }
 
 async function claim(limit = 100, options: Partial<typeof LEASE> & { types?: string[] } = {}) {
@@ -126,7 +134,7 @@ describe('outbox lease proof', () => {
     let id = '';
     await expect(
       db.dataSource.transaction(async (manager) => {
-        [{ id }] = value(await repo.enqueue(manager, event()));
+        [{ id }] = value(await emitStore.enqueue(manager, event()));
         throw new Error('roll back');
       }),
     ).rejects.toThrow('roll back');
@@ -144,7 +152,7 @@ describe('outbox lease proof', () => {
     await runner.connect();
     try {
       await runner.startTransaction();
-      const [{ id }] = value(await repo.enqueue(runner.manager, event()));
+      const [{ id }] = value(await emitStore.enqueue(runner.manager, event()));
 
       await sendSentinel();
       await listener.next('sentinel');
@@ -313,9 +321,12 @@ describe('outbox lease proof', () => {
             failedHandlers: ['x'],
             error: 'late',
             retryDelayMs: 0,
+            failures: [],
+            pending: [],
+            dead: stale.attempts >= 1,
           },
         ],
-        { maxAttempts: 1, deadRetryMs: HOUR },
+        { deadRetryMs: HOUR },
       ),
     );
     expect(staleFailed).toEqual({ settled: [], stale: [id], newlyDead: [] });
@@ -342,8 +353,20 @@ describe('outbox lease proof', () => {
     const fail = async (id: string, attempts: number, error: string) =>
       value(
         await repo.markFailed(
-          [{ id, attempts, handlers: [], failedHandlers: ['h'], error, retryDelayMs: 60_000 }],
-          { maxAttempts: 10, deadRetryMs: HOUR },
+          [
+            {
+              id,
+              attempts,
+              handlers: [],
+              failedHandlers: ['h'],
+              error,
+              retryDelayMs: 60_000,
+              failures: [],
+              pending: [],
+              dead: attempts >= 10,
+            },
+          ],
+          { deadRetryMs: HOUR },
         ),
       );
     const [id, released] = await enqueue(event(), event());
@@ -387,9 +410,12 @@ describe('outbox lease proof', () => {
             failedHandlers: ['webhook-fanout'],
             error: new Error('receiver down'),
             retryDelayMs: 0,
+            failures: [],
+            pending: [],
+            dead: attempt1.attempts >= 10,
           },
         ],
-        { maxAttempts: 10, deadRetryMs: HOUR },
+        { deadRetryMs: HOUR },
       ),
     );
     const auditTime = (await row(id))!.deliveries['audit-log'];
@@ -415,9 +441,12 @@ describe('outbox lease proof', () => {
             failedHandlers: ['audit-log', 'webhook-fanout'],
             error: 'x',
             retryDelayMs: 0,
+            failures: [],
+            pending: [],
+            dead: attempt1.attempts >= 10,
           },
         ],
-        { maxAttempts: 10, deadRetryMs: HOUR },
+        { deadRetryMs: HOUR },
       ),
     );
     expect(late.stale).toEqual([id]);
@@ -441,9 +470,12 @@ describe('outbox lease proof', () => {
             failedHandlers: ['h'],
             error: 'boom',
             retryDelayMs: 500,
+            failures: [],
+            pending: [],
+            dead: claimed.attempts >= 10,
           },
         ],
-        { maxAttempts: 10, deadRetryMs: HOUR },
+        { deadRetryMs: HOUR },
       ),
     );
     const stored = await row(id);
@@ -470,10 +502,13 @@ describe('outbox lease proof', () => {
               failedHandlers: ['webhook-fanout'],
               error: new Error('503'),
               retryDelayMs: 0,
+              failures: [],
+              pending: [],
+              dead: attempts >= 3,
             },
           ],
           // Replays are due as soon as the row is dead, so this test can replay it at once.
-          { maxAttempts: 3, deadRetryMs: 0 },
+          { deadRetryMs: 0 },
         ),
       );
 
@@ -540,9 +575,12 @@ describe('outbox lease proof', () => {
             failedHandlers: ['h'],
             error: 'x',
             retryDelayMs: 0,
+            failures: [],
+            pending: [],
+            dead: claimed.attempts >= 1,
           },
         ],
-        { maxAttempts: 1, deadRetryMs: HOUR },
+        { deadRetryMs: HOUR },
       ),
     );
     expect(outcome.newlyDead).toEqual([id]);
@@ -564,9 +602,12 @@ describe('outbox lease proof', () => {
             failedHandlers: ['h'],
             error: 'x',
             retryDelayMs: 0,
+            failures: [],
+            pending: [],
+            dead: claimed.attempts >= 1,
           },
         ],
-        { maxAttempts: 1, deadRetryMs },
+        { deadRetryMs },
       ),
     );
     const dead = (await row(deadId))!;
@@ -629,9 +670,12 @@ describe('outbox lease proof', () => {
             failedHandlers: ['b'],
             error: 'x',
             retryDelayMs: 0,
+            failures: [],
+            pending: [],
+            dead: claimed.attempts >= 1,
           },
         ],
-        { maxAttempts: 1, deadRetryMs: 0 },
+        { deadRetryMs: 0 },
       ),
     );
     expect(value(await repo.pendingState({ types: ['replayed'] })).dead).toBe(1);
@@ -860,10 +904,10 @@ describe('outbox lease proof', () => {
       [[dead, deadOld]],
     );
 
-    expect(value(await repo.sweep({ retentionMs: HOUR, batchSize: 2 }))).toBe(5);
+    expect(value(await retention.sweep({ retentionMs: HOUR, batchSize: 2 }))).toBe(5);
     const { rows } = await sql.query<{ id: string }>('SELECT id FROM outbox_event');
     expect(rows.map((r) => r.id).sort()).toEqual([recent, live, dead, deadOld].sort());
-    expect(value(await repo.sweep({ retentionMs: HOUR, batchSize: 2 }))).toBe(0);
+    expect(value(await retention.sweep({ retentionMs: HOUR, batchSize: 2 }))).toBe(0);
   });
 
   it('18. a sweep and a claim running together never block each other', async () => {
@@ -883,6 +927,7 @@ describe('outbox lease proof', () => {
     });
     await impatient.initialize();
     const impatientRepo = new OutboxRepository(impatient, { channel: CHANNEL });
+    const impatientRetention = new RetentionStore(impatient);
     const claimer = await db.connect();
     const sweeper = await db.connect();
     try {
@@ -897,7 +942,7 @@ describe('outbox lease proof', () => {
       );
 
       const [swept, claimed] = await Promise.all([
-        impatientRepo.sweep({ retentionMs: HOUR, batchSize: 10 }),
+        impatientRetention.sweep({ retentionMs: HOUR, batchSize: 10 }),
         impatientRepo.claim({ limit: 10, ...LEASE }),
       ]);
       expect(value(swept)).toBe(2);
@@ -950,9 +995,12 @@ describe('outbox lease proof', () => {
             failedHandlers: ['h'],
             error: secretError,
             retryDelayMs: 0,
+            failures: [],
+            pending: [],
+            dead: claimed.attempts >= 1,
           },
         ],
-        { maxAttempts: 1, deadRetryMs: HOUR },
+        { deadRetryMs: HOUR },
       ),
     );
     const stored = (await row(id))!.last_error as string;

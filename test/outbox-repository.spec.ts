@@ -4,6 +4,7 @@ import { DataSource, type EntityManager } from 'typeorm';
 import {
   InvalidOutboxEventError,
   OUTBOX_ENTITIES,
+  OutboxAdmin,
   OutboxPayloadNotSerializableError,
   OutboxPublisher,
   OutboxRepository,
@@ -12,17 +13,24 @@ import {
   resolveOutboxOptions,
   type NewOutboxEvent,
 } from '@app/outbox';
+import { AdminStore } from '@app/outbox/store/admin/admin.store';
+import { OutboxEmitStore } from '@app/outbox/store/emit/emit.store';
+import { RetentionStore } from '@app/outbox/store/retention.store';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 
 /** What enqueue refuses, and how database failures reach callers. */
 
 let db: TestDatabase;
 let repo: OutboxRepository;
+let emitStore: OutboxEmitStore;
+let retention: RetentionStore;
 let sql: Client;
 
 beforeAll(async () => {
   db = await createTestDatabase();
   repo = new OutboxRepository(db.dataSource);
+  emitStore = new OutboxEmitStore(db.dataSource);
+  retention = new RetentionStore(db.dataSource);
   sql = await db.connect();
 });
 
@@ -46,9 +54,9 @@ async function count(): Promise<number> {
   return rows[0].n;
 }
 
-describe('OutboxRepository.enqueue', () => {
+describe('OutboxEmitStore.enqueue', () => {
   it('refuses the default manager, which runs outside any transaction', async () => {
-    await expect(repo.enqueue(db.dataSource.manager, good)).rejects.toThrow(
+    await expect(emitStore.enqueue(db.dataSource.manager, good)).rejects.toThrow(
       OutboxTransactionRequiredError,
     );
     expect(await count()).toBe(0);
@@ -57,7 +65,7 @@ describe('OutboxRepository.enqueue', () => {
   it('refuses a query runner that has not started a transaction', async () => {
     const runner = db.dataSource.createQueryRunner();
     try {
-      await expect(repo.enqueue(runner.manager, good)).rejects.toThrow(
+      await expect(emitStore.enqueue(runner.manager, good)).rejects.toThrow(
         /must run inside a transaction/,
       );
     } finally {
@@ -74,7 +82,7 @@ describe('OutboxRepository.enqueue', () => {
     async (payload, path, reason) => {
       const error = await db.dataSource
         .transaction((manager) =>
-          repo.enqueue(manager, [good, { ...good, type: 'invoice.voided', payload }]),
+          emitStore.enqueue(manager, [good, { ...good, type: 'invoice.voided', payload }]),
         )
         .catch((e: unknown) => e);
       expect(error).toBeInstanceOf(OutboxPayloadNotSerializableError);
@@ -93,7 +101,7 @@ describe('OutboxRepository.enqueue', () => {
     const payload: Record<string, unknown> = { id: 1 };
     payload.parent = payload;
     await expect(
-      db.dataSource.transaction((manager) => repo.enqueue(manager, { ...good, payload })),
+      db.dataSource.transaction((manager) => emitStore.enqueue(manager, { ...good, payload })),
     ).rejects.toThrow(
       'Outbox event "invoice.paid" is not JSON-serialisable: payload.parent is a circular reference',
     );
@@ -125,7 +133,9 @@ describe('OutboxRepository.enqueue', () => {
     ],
   ])('refuses a malformed event field %j', async (override, field, message) => {
     const error = await db.dataSource
-      .transaction((manager) => repo.enqueue(manager, { ...good, ...override } as NewOutboxEvent))
+      .transaction((manager) =>
+        emitStore.enqueue(manager, { ...good, ...override } as NewOutboxEvent),
+      )
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidOutboxEventError);
     expect(error).toMatchObject({ field, message });
@@ -134,7 +144,7 @@ describe('OutboxRepository.enqueue', () => {
 
   it('writes every field of a valid batch and returns time-ordered ids in input order', async () => {
     const ids = await db.dataSource.transaction(async (manager) => {
-      const result = await repo.enqueue(manager, [
+      const result = await emitStore.enqueue(manager, [
         {
           ...good,
           organizationId: 'org-1',
@@ -197,12 +207,12 @@ describe('OutboxRepository.enqueue', () => {
  * (Map, Set) is refused with a typed error before any statement runs: the caller's transaction
  * stays usable, and what it commits holds none of the refused batch.
  */
-describe('OutboxRepository.enqueue refuses what the store cannot hold as given', () => {
+describe('OutboxEmitStore.enqueue refuses what the store cannot hold as given', () => {
   let publisher: OutboxPublisher;
   beforeAll(() => {
     // onModuleInit is not called: emit is given its manager, so the ModuleRef is never used.
     publisher = new OutboxPublisher(
-      repo,
+      emitStore,
       undefined as unknown as ModuleRef,
       resolveOutboxOptions({}),
       db.dataSource,
@@ -218,7 +228,7 @@ describe('OutboxRepository.enqueue refuses what the store cannot hold as given',
         () => undefined,
         (e: unknown) => e,
       );
-      const result = await repo.enqueue(manager, good);
+      const result = await emitStore.enqueue(manager, good);
       if (!result.ok) throw result.error;
       return thrown;
     });
@@ -266,7 +276,7 @@ describe('OutboxRepository.enqueue refuses what the store cannot hold as given',
     ['NUL in metadata', { metadata: { trace: '00\u0000' } }, 'metadata.trace', NUL],
   ])('refuses %s, naming the event type and the path', async (_, override, path, reason) => {
     const bad = { ...good, type: 'invoice.voided', ...override } as NewOutboxEvent;
-    const error = await refusedThenCommitted((manager) => repo.enqueue(manager, [good, bad]));
+    const error = await refusedThenCommitted((manager) => emitStore.enqueue(manager, [good, bad]));
     expect(error).toBeInstanceOf(OutboxPayloadNotSerializableError);
     expect(error).toMatchObject({ eventType: 'invoice.voided', path, reason });
     expect((error as Error).message).toBe(
@@ -308,7 +318,7 @@ describe('OutboxRepository.enqueue refuses what the store cannot hold as given',
   it('echoes only the start of a long refused field', async () => {
     const aggregateId = `${'x'.repeat(10_000)}\u0000`;
     const error = await refusedThenCommitted((manager) =>
-      repo.enqueue(manager, { ...good, aggregateId }),
+      emitStore.enqueue(manager, { ...good, aggregateId }),
     );
     expect(error).toMatchObject({ field: 'aggregateId', value: `${'x'.repeat(64)}…` });
     expect((error as Error).message.length).toBeLessThan(200);
@@ -316,7 +326,7 @@ describe('OutboxRepository.enqueue refuses what the store cannot hold as given',
 
   it('puts no payload value in the error', async () => {
     const error = await refusedThenCommitted((manager) =>
-      repo.enqueue(manager, { ...good, payload: { apiKey: 'hunter2-\u0000' } }),
+      emitStore.enqueue(manager, { ...good, payload: { apiKey: 'hunter2-\u0000' } }),
     );
     expect(error).toBeInstanceOf(OutboxPayloadNotSerializableError);
     expect((error as Error).message).not.toContain('hunter2');
@@ -345,7 +355,7 @@ describe('OutboxRepository store failures', () => {
       ] as const) {
         expect(result).toMatchObject({ ok: false, error: { operation, code: '42P01' } });
       }
-      const sweep = await repo.sweep({ retentionMs: 1000, batchSize: 10 });
+      const sweep = await retention.sweep({ retentionMs: 1000, batchSize: 10 });
       expect(sweep).toMatchObject({ ok: false, error: { operation: 'sweep' } });
     } finally {
       await runner.query(`ALTER TABLE outbox_event_away RENAME TO outbox_event`);
@@ -379,7 +389,7 @@ describe('OutboxRepository store failures', () => {
   });
 });
 
-describe('OutboxRepository.replayDead', () => {
+describe('OutboxAdmin.replay by ids (formerly OutboxRepository.replayDead)', () => {
   it('makes dead events due now, leaving live, delivered and leased (replaying) ones alone', async () => {
     await sql.query('TRUNCATE outbox_event');
     const ids = {
@@ -400,10 +410,12 @@ describe('OutboxRepository.replayDead', () => {
       Object.values(ids),
     );
 
-    const replayed = await repo.replayDead(Object.values(ids));
-    expect(replayed).toEqual({ ok: true, value: [ids.dead] });
+    const admin = new OutboxAdmin(new AdminStore(db.dataSource));
+    const replayed = await admin.replay({ ids: Object.values(ids) });
+    expect(replayed.ids).toEqual([ids.dead]);
     const { rows } = await sql.query(
-      `SELECT id, next_attempt_at <= now() AS due FROM outbox_event ORDER BY id`,
+      `SELECT id, next_attempt_at <= now() AS due FROM outbox_event WHERE id = ANY ($1) ORDER BY id`,
+      [Object.values(ids)],
     );
     expect(rows.map((r) => [r.id, r.due])).toEqual([
       [ids.dead, true],
@@ -420,7 +432,8 @@ describe('OutboxRepository with a DataSource from a second copy of typeorm', () 
     const foreign = { driver: db.dataSource.driver, options: db.dataSource.options };
     expect(foreign).not.toBeInstanceOf(DataSource);
     const viaForeign = new OutboxRepository(foreign as unknown as DataSource);
-    await db.dataSource.transaction((manager) => viaForeign.enqueue(manager, good));
+    const emitViaForeign = new OutboxEmitStore(foreign as unknown as DataSource);
+    await db.dataSource.transaction((manager) => emitViaForeign.enqueue(manager, good));
 
     const claimed = await viaForeign.claim({ limit: 10, leaseMs: 60_000 });
     expect(claimed).toMatchObject({ ok: true, value: [{ type: 'invoice.paid', attempts: 1 }] });

@@ -71,7 +71,7 @@ describe('outbox schema', () => {
     expect(primaryKey).toEqual([{ definition: 'PRIMARY KEY (id)' }]);
   });
 
-  it('creates the partial indexes the claim, the plans and the sweep rely on', async () => {
+  it('creates the partial indexes the claim, the plans and the sweep rely on, and the events index', async () => {
     // Full definitions, so a lost WHERE clause or a reordered key fails, not just a missing name.
     expect(await migratedIndexes(db.dataSource, OUTBOX_TABLE)).toEqual({
       outbox_event_dead_idx:
@@ -92,6 +92,9 @@ describe('outbox schema', () => {
       outbox_event_leased_idx:
         'CREATE INDEX outbox_event_leased_idx ON outbox_event USING btree (lease_expires_at) ' +
         'WHERE ((dispatched_at IS NULL) AND (lease_expires_at IS NOT NULL))',
+      outbox_event_organization_type_idx:
+        'CREATE INDEX outbox_event_organization_type_idx ON outbox_event USING btree ' +
+        '(organization_id, type, occurred_at, id)',
     });
   });
 

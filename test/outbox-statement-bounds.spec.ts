@@ -1,6 +1,7 @@
 import { DataSource } from 'typeorm';
 import { OUTBOX_ENTITIES, OutboxRepository } from '@app/outbox';
 import { runBounded } from '@app/outbox/store/bounded-statement.util';
+import { RetentionStore } from '@app/outbox/store/retention.store';
 import { useTestDatabase } from './support/test-database';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy';
 import { eventually } from './support/outbox-app';
@@ -39,8 +40,11 @@ describe('OutboxRepository statement bounds', () => {
         repo.markDelivered([
           { id: '00000000-0000-7000-8000-000000000000', attempts: 1, handlers: [] },
         ]),
-        repo.pendingState({ deadRetryMs: 60_000 }),
-        repo.sweep({ retentionMs: 0, batchSize: 10 }),
+        repo.pendingState(),
+        new RetentionStore(database.db.dataSource, { lockTimeoutMs: 100 }).sweep({
+          retentionMs: 0,
+          batchSize: 10,
+        }),
       ]);
       for (const result of results) {
         expect(result).toMatchObject({ ok: false, error: { code: '55P03' } });

@@ -1,5 +1,6 @@
 import { inspect } from 'node:util';
-import { OutboxRepository, OutboxStoreError } from '@app/outbox';
+import { OutboxStoreError } from '@app/outbox';
+import { OutboxEmitStore } from '@app/outbox/store/emit/emit.store';
 import { useTestDatabase } from './support/test-database';
 
 /**
@@ -10,10 +11,10 @@ import { useTestDatabase } from './support/test-database';
 const PLANTED = 'planted-secret-7f3a91';
 
 const database = useTestDatabase();
-let repo: OutboxRepository;
+let repo: OutboxEmitStore;
 
 beforeAll(() => {
-  repo = new OutboxRepository(database.db.dataSource);
+  repo = new OutboxEmitStore(database.db.dataSource);
 });
 
 /** Every way an error is usually written out: inspect (console, Nest's logger), JSON, text. */

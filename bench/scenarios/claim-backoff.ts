@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Client } from 'pg';
-import * as SQL from '../../libs/outbox/src/store/outbox.sql';
+import * as SQL from '../../libs/outbox/src/store/lease/claim.sql';
 import { captureClaim, type CapturedClaim } from '../support/claim-capture';
 import { BACKOFF_ROWS } from '../support/config';
 import { insertEvents, withFreshDatabase } from '../support/database';
@@ -57,7 +57,7 @@ async function timeClaim(sql: Client, claim: CapturedClaim): Promise<number> {
  * The claim with BACKOFF_ROWS live rows resting in backoff (next attempt in an hour, older than
  * the due ones) and 100 due: rows its scans on outbox_event read per row claimed (EXPLAIN
  * ANALYZE), and its median time against the same claim on a table holding only the 100 due rows.
- * The statement is the library's CLAIM (outbox.sql.ts) as its repository sends it for 100 rows, a
+ * The statement is the library's CLAIM (store/lease/claim.sql.ts) as its repository sends it for 100 rows, a
  * 60 s lease and a 6 h dead retry (see `captureClaim`), each run in a transaction rolled back.
  */
 export const claimBackoff: Scenario = {
@@ -66,7 +66,7 @@ export const claimBackoff: Scenario = {
   run: async (server) => {
     const claim = (SQL as Record<string, unknown>).CLAIM;
     if (typeof claim !== 'string') {
-      return unavailable('outbox.sql.ts exports no CLAIM statement');
+      return unavailable('store/lease/claim.sql.ts exports no CLAIM statement');
     }
     try {
       return await withFreshDatabase(server, 'claim_backlog', (backlog) =>

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import * as SQL from '../../libs/outbox/src/store/outbox.sql';
+import * as SQL from '../../libs/outbox/src/store/lease/settle.sql';
 import { EVENTS } from '../support/config';
 import {
   countDelivered,

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { OUTBOX_MIGRATIONS } from '../../migrations';
+import { OUTBOX_MIGRATIONS } from '../../libs/outbox/src';
 import { withDatabase } from '../../test/support/database-url';
 import { startEmbeddedPostgres } from '../../test/support/embedded-postgres-server';
 

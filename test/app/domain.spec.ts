@@ -125,7 +125,7 @@ describe('reference app domain', () => {
     expect(rows[0].n).toBe(1);
   });
 
-  it('GET /outbox reports the dispatcher and the outbox by state, from the bounded probe', async () => {
+  it("GET /outbox reports the dispatcher and the outbox by state, from the health indicator's bounded probe", async () => {
     const res = await request(app.getHttpServer()).get('/outbox').expect(200);
     expect(res.body).toEqual({
       dispatcher: 'running',
@@ -137,7 +137,6 @@ describe('reference app domain', () => {
       expiredLeases: expect.any(Number),
       dead: expect.any(Number),
       countLimit: 1000,
-      nextDueInMs: res.body.nextDueInMs === null ? null : expect.any(Number),
     });
   });
 });

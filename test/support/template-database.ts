@@ -1,6 +1,8 @@
 import { DataSource } from 'typeorm';
 import { OUTBOX_ENTITIES } from '../../libs/outbox/src/store/outbox-event.entity';
-import { OUTBOX_MIGRATIONS } from '../../migrations';
+// The library's own list (what migrations/ lists first): global setup runs without the
+// `@app/outbox` path mapping that migrations/index.ts imports through.
+import { OUTBOX_MIGRATIONS } from '../../libs/outbox/src/migrations';
 import { dropDatabase, withAdminClient } from './admin-client';
 import { withDatabase } from './database-url';
 

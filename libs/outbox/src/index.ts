@@ -13,8 +13,6 @@ export { OnOutboxEvent } from './handlers/outbox.decorators';
 export {
   EventDispatcher,
   type DeliverOptions,
-  type HandlerRun,
-  type HandlerWithPolicy,
   type OutboxHandlerRegistration,
 } from './handlers/event.dispatcher';
 export { OutboxPublisher, type EmitOptions, type EmitResultOptions } from './emit/outbox.publisher';
@@ -33,12 +31,15 @@ export type {
   DiscardOptions,
   FailedHandler,
   OutboxEventDetail,
+  OutboxEventList,
+  OutboxEventState,
+  OutboxEventsFilter,
+  OutboxEventsPage,
   OutboxStatus,
   TypeBacklog,
   MinuteCount,
   DispatcherInfo,
-  DispatcherReport,
-} from './admin/dead-letter.types';
+} from './store/admin/dead-letter.types';
 export {
   OutboxDispatcher,
   SHUTDOWN_MARGIN_MS,
@@ -46,10 +47,11 @@ export {
   type OutboxDispatcherState,
   type OutboxSlots,
 } from './engine/outbox.dispatcher';
-export type { SettleFailure, SettleResult } from './engine/outbox.completer';
+export type { SettleFailure } from './engine/outbox.completer';
 
 export {
   OutboxHealthIndicator,
+  type OutboxHealthData,
   type OutboxHealthOptions,
   type OutboxHealthResult,
 } from './outbox.health';
@@ -66,37 +68,33 @@ export {
   type TransactionalHandlerContext,
 } from './handlers/outbox-handler.types';
 
-// Storage
+// Storage: the table, its migrations, and the lease repository the engine claims through
 export { OutboxEventEntity, OUTBOX_ENTITIES } from './store/outbox-event.entity';
-export { CreateOutboxEvent1764400000000 } from './migrations/1764400000000-create-outbox-event';
-export { OutboxDueIndex1765000000000 } from './migrations/1765000000000-outbox-due-index';
-export { OutboxEventCausation1766000000000 } from './migrations/1766000000000-outbox-event-causation';
-export { OutboxHandlerFailures1767000000000 } from './migrations/1767000000000-outbox-handler-failures';
-export { OUTBOX_MIGRATIONS } from './migrations';
 export {
-  OutboxRepository,
-  type EnqueueOptions,
-  type OutboxRepositoryOptions,
-} from './store/outbox.repository';
+  OUTBOX_MIGRATIONS,
+  CreateOutboxEvent1764400000000,
+  OutboxDueIndex1765000000000,
+  OutboxEventCausation1766000000000,
+  OutboxHandlerFailures1767000000000,
+  OutboxDiscard1768000000000,
+  OutboxDispatcherReports1769000000000,
+  OutboxOrganizationTypeIndex1770000000000,
+} from './migrations';
+export { OutboxRepository, type OutboxRepositoryOptions } from './store/lease/outbox.repository';
 export type {
   ClaimOptions,
-  EmittedOutboxEvent,
-  OutboxEventFilter,
-  EnqueuedEvent,
   DeliveredSettle,
   FailedSettle,
   FailOutcome,
   MarkFailedOptions,
-  NewOutboxEvent,
-  OutboxEvent,
-  OutboxEventDeadPayload,
   OutboxRecord,
   PendingState,
   PendingStateOptions,
   SettleOutcome,
-  SweepOptions,
   TypeFilterOptions,
-} from './outbox-event.types';
+} from './store/lease/lease.types';
+export type { EnqueuedEvent } from './store/emit/emit.store';
+export type { NewOutboxEvent, OutboxEvent, OutboxEventDeadPayload } from './outbox-event.types';
 export type { OutboxResult } from './store/outbox.result';
 
 // Errors
@@ -123,13 +121,8 @@ export {
   UnreachableOutboxHandlerError,
 } from './outbox.errors';
 export { scrubError } from './common/scrub-error.util';
-export { retryDelayMs, type BackoffSettings } from './handlers/retry-backoff.util';
-export {
-  handlerRetryDelayMs,
-  type HandlerFailure,
-  type HandlerPolicy,
-  type HandlerRetry,
-} from './handlers/handler.policy';
+export type { HandlerRetry } from './outbox.options';
+export { type HandlerFailure } from './store/outbox-event.entity';
 export {
   DEFAULT_OUTBOX_CHANNEL,
   ISOLATION_LEVELS,

@@ -219,7 +219,7 @@ export class InvalidOutboxAdminQueryError extends OutboxError {
     readonly value: unknown,
     expected: string,
   ) {
-    super(`OutboxAdmin: ${field} must be ${expected}, got ${describeValue(value)}`);
+    super(OutboxMessages.invalidAdminQuery(field, value, expected));
   }
 }
 
@@ -230,11 +230,6 @@ export class InvalidOutboxDashboardOptionsError extends OutboxError {
     readonly value: unknown,
     expected: string,
   ) {
-    super(`OutboxDashboardModule: ${field} must be ${expected}, got ${describeValue(value)}`);
+    super(OutboxMessages.invalidDashboardOption(field, value, expected));
   }
-}
-
-function describeValue(value: unknown): string {
-  const text = typeof value === 'string' ? JSON.stringify(value) : String(value);
-  return text.length > 80 ? `${text.slice(0, 80)}…` : text;
 }

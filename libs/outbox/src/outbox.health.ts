@@ -1,8 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { OutboxDispatcher } from './engine/outbox.dispatcher';
-import type { PendingState } from './outbox-event.types';
+import {
+  OutboxDispatcher,
+  type OutboxDispatcherState,
+  type OutboxSlots,
+} from './engine/outbox.dispatcher';
+import type { PgListenerState } from './engine/pg-listener.types';
+import type { PendingState } from './store/lease/lease.types';
 import type { ResolvedOutboxOptions } from './outbox.options';
-import { OutboxRepository } from './store/outbox.repository';
+import { OutboxRepository } from './store/lease/outbox.repository';
 import { OUTBOX_OPTIONS } from './outbox.tokens';
 import { scrubError } from './common/scrub-error.util';
 
@@ -19,14 +24,36 @@ export interface OutboxHealthOptions {
 }
 
 /**
+ * What the indicator reports under its key. The figures are missing when the state query
+ * failed; `message` says why the status is down.
+ */
+export type OutboxHealthData = {
+  status: 'up' | 'down';
+  /** This pod's dispatcher. */
+  state: OutboxDispatcherState;
+  listener: PgListenerState | 'disabled';
+  /** When this pod's last claim completed (ISO time), or null. */
+  lastDrainAt: string | null;
+  /** How long the oldest due event has waited, in ms (0 when none is due). */
+  lagMs?: number;
+  due?: number;
+  retrying?: number;
+  inFlight?: number;
+  expiredLeases?: number;
+  dead?: number;
+  /** Each count stops there: a count equal to it means at least that many. */
+  countLimit?: number | null;
+  slots?: OutboxSlots;
+  /** While settle statements fail: since when, and how many settles were given up. */
+  settleFailure?: { since: string; lost: number } | null;
+  message?: string;
+};
+
+/**
  * What `isHealthy` returns: the shape `@nestjs/terminus` expects of an indicator (its
  * `HealthIndicatorResult`), declared here so the outbox needs Terminus only where the app uses it.
  */
-export type OutboxHealthResult<Key extends string = 'outbox'> = Record<
-  Key,
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as Terminus types it
-  { status: 'up' | 'down' } & Record<string, any>
->;
+export type OutboxHealthResult<Key extends string = 'outbox'> = Record<Key, OutboxHealthData>;
 
 /** Poll intervals without a completed claim after which a running dispatcher counts as stuck. */
 export const STALE_AFTER_POLLS = 3;
@@ -119,7 +146,7 @@ export class OutboxHealthIndicator {
       );
     });
     const query = this.repository
-      .pendingState({ deadRetryMs: this.options.deadRetryMs, types: this.options.types })
+      .pendingState({ types: this.options.types })
       .then((result) =>
         result.ok
           ? { ok: true as const, value: result.value }
@@ -136,10 +163,11 @@ export class OutboxHealthIndicator {
 
 /** Results under `key`, built as Terminus's `HealthIndicatorService.check(key)` builds them. */
 function resultFor<Key extends string>(key: Key) {
-  const result = (status: 'up' | 'down', data: Record<string, unknown>) =>
+  type Data = Omit<OutboxHealthData, 'status'>;
+  const result = (status: 'up' | 'down', data: Data) =>
     ({ [key]: { ...data, status } }) as OutboxHealthResult<Key>;
   return {
-    up: (data: Record<string, unknown>) => result('up', data),
-    down: (data: Record<string, unknown>) => result('down', data),
+    up: (data: Data) => result('up', data),
+    down: (data: Data) => result('down', data),
   };
 }

@@ -72,7 +72,22 @@ export const OutboxMessages = {
   eventConflict: (eventId: string, storedType: string) =>
     `Outbox event id ${eventId} is already used by a different event (stored type ` +
     `"${storedType}"); emitting it again must repeat the same content, or use a new id`,
+  invalidAdminQuery: (field: string, value: unknown, expected: string) =>
+    `OutboxAdmin: ${field} must be ${expected}, got ${briefValue(value)}`,
+  invalidDashboardOption: (field: string, value: unknown, expected: string) =>
+    `OutboxDashboardModule: ${field} must be ${expected}, got ${briefValue(value)}`,
+  invalidTestingOption: (helper: string, field: string, value: unknown, expected: string) =>
+    `${helper}: ${field} must be ${expected}, got ${String(value)}`,
+  notIdle: (bound: string, claimed: number, claims: number) =>
+    `the outbox was not idle after ${bound}: ${claimed} events claimed in ${claims} claims ` +
+    `(does a handler emit an event for every event it handles?)`,
 } as const;
+
+/** A value as an operator typed it, cut short: it is echoed back in an error. */
+function briefValue(value: unknown): string {
+  const text = typeof value === 'string' ? JSON.stringify(value) : String(value);
+  return text.length > 80 ? `${text.slice(0, 80)}…` : text;
+}
 
 export function describeValue(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value);

@@ -19,12 +19,46 @@ import {
   type ResolvedOutboxOptions,
 } from './outbox.options';
 import { OutboxPublisher } from './emit/outbox.publisher';
-import { OutboxRepository } from './store/outbox.repository';
+import { AdminStore } from './store/admin/admin.store';
+import { DispatcherReportStore } from './store/dispatcher-report.store';
+import { OutboxEmitStore } from './store/emit/emit.store';
+import { HandlerTransactionStore } from './store/handler-transaction.store';
+import { OutboxRepository } from './store/lease/outbox.repository';
+import { RetentionStore } from './store/retention.store';
+import type { OutboxStoreOptions } from './store/store.client';
+import { TestingStore } from './store/testing.store';
 import { OutboxRetentionSweeper } from './engine/outbox-retention.sweeper';
 import { findScheduler } from './engine/outbox.scheduler';
 import { OutboxShutdownHook } from './engine/outbox-shutdown.hook';
-import { OutboxTelemetry } from './common/outbox.telemetry';
+import { OutboxTelemetry } from './telemetry/outbox.telemetry';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS, OUTBOX_SCHEDULER } from './outbox.tokens';
+
+/** A store of the module's own, on the app's DataSource, with the module's bounds. */
+function store<T>(
+  Store: new (dataSource: DataSource, options: OutboxStoreOptions) => T,
+): Provider<T> {
+  return {
+    provide: Store,
+    inject: [OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS],
+    useFactory: (dataSource: DataSource, options: ResolvedOutboxOptions) =>
+      new Store(dataSource, {
+        channel: options.listen.channel,
+        statementTimeoutMs: options.statementTimeoutMs,
+        lockTimeoutMs: options.lockTimeoutMs,
+      }),
+  };
+}
+
+/** One store per client: each part of the module reaches the table through its own. */
+const stores: Provider[] = [
+  store(OutboxRepository),
+  store(OutboxEmitStore),
+  store(HandlerTransactionStore),
+  store(AdminStore),
+  store(DispatcherReportStore),
+  store(RetentionStore),
+  store(TestingStore),
+];
 
 const providers: Provider[] = [
   {
@@ -32,16 +66,7 @@ const providers: Provider[] = [
     inject: [OUTBOX_MODULE_OPTIONS],
     useFactory: (raw: OutboxModuleOptions) => resolveOutboxOptions(raw),
   },
-  {
-    provide: OutboxRepository,
-    inject: [OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS],
-    useFactory: (dataSource: DataSource, options: ResolvedOutboxOptions) =>
-      new OutboxRepository(dataSource, {
-        channel: options.listen.channel,
-        statementTimeoutMs: options.statementTimeoutMs,
-        lockTimeoutMs: options.lockTimeoutMs,
-      }),
-  },
+  ...stores,
   {
     provide: OutboxTelemetry,
     inject: [OutboxRepository, OUTBOX_OPTIONS],

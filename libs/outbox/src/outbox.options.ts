@@ -19,7 +19,13 @@ import {
 } from 'class-validator';
 import { DEFAULT_OUTBOX_CHANNEL } from './outbox.constants';
 import { InvalidOutboxOptionsError } from './outbox.errors';
-import type { HandlerRetry } from './handlers/handler.policy';
+
+/**
+ * When a handler that failed runs again: exponential backoff (the module's `retry` settings,
+ * each optional), or a fixed schedule of delays, one per failure (the last repeats if attempts
+ * remain).
+ */
+export type HandlerRetry = { baseMs?: number; maxMs?: number; jitter?: number } | readonly number[];
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;

@@ -1,4 +1,6 @@
-import * as SQL from '@app/outbox/store/outbox.sql';
+import { CLAIM as CLAIM_STATEMENT } from '@app/outbox/store/lease/claim.sql';
+import { RELEASE } from '@app/outbox/store/lease/release.sql';
+import { MARK_DELIVERED, MARK_FAILED } from '@app/outbox/store/lease/settle.sql';
 import { tally } from '../support/counts';
 import type { FaultDatabase } from '../support/database';
 import { drainAll } from '../support/drain';
@@ -17,8 +19,8 @@ const opening = (sql: string) =>
     .trim()
     .slice(0, 40)
     .replace(/[%_\\]/g, '\\$&')}%`;
-const CLAIM = opening(SQL.CLAIM);
-const SETTLE = [SQL.MARK_DELIVERED, SQL.MARK_FAILED, SQL.RELEASE].map(opening);
+const CLAIM = opening(CLAIM_STATEMENT);
+const SETTLE = [MARK_DELIVERED, MARK_FAILED, RELEASE].map(opening);
 
 /**
  * Terminates every backend of the workers (outbox pool, LISTEN connection, handler records) in

@@ -14,41 +14,42 @@ import {
 import {
   InvalidOutboxAdminQueryError,
   OutboxAdmin,
-  OutboxDispatcher,
-  OutboxRepository,
+  OutboxHealthIndicator,
   OutboxStoreError,
 } from '@app/outbox';
 import { DeadLettersQuery } from './dead-letters.query';
 import { DiscardBody, ReplayBody } from './dead-letter-change.body';
 
 /**
- * What the outbox holds right now: events by state, the lag, the dispatcher. Counts come from
- * the bounded probe (`countLimit` each, a count equal to it meaning "at least"), so the page costs
- * the same at any backlog.
+ * What the outbox holds right now: events by state, the lag, this instance's dispatcher. The
+ * figures are the health indicator's (what `GET /health` reports under `outbox`): counts read
+ * from indexes and capped at `countLimit` (a count equal to it means "at least"), so the page
+ * costs the same at any backlog. `OutboxAdmin.status()` has exact counts by type, at the price
+ * of reading every undelivered event: the dashboard's figures.
  */
 @Controller('outbox')
 export class OutboxAdminController {
   constructor(
-    private readonly repository: OutboxRepository,
-    private readonly dispatcher: OutboxDispatcher,
+    private readonly health: OutboxHealthIndicator,
     private readonly admin: OutboxAdmin,
   ) {}
 
   @Get()
   async state() {
-    const pending = await this.repository.pendingState();
-    if (!pending.ok) throw new ServiceUnavailableException(pending.error.message);
+    const { outbox } = await this.health.isHealthy('outbox');
+    // Without counts, the state query failed (the message says why); a stopping dispatcher or a
+    // lag is no reason to refuse the page.
+    if (outbox.due === undefined) throw new ServiceUnavailableException(outbox.message);
     return {
-      dispatcher: this.dispatcher.state,
-      listener: this.dispatcher.listenerState,
-      lagMs: pending.value.oldestDueWaitMs ?? 0,
-      due: pending.value.due,
-      retrying: pending.value.retrying,
-      inFlight: pending.value.inFlight,
-      expiredLeases: pending.value.expiredLeases,
-      dead: pending.value.dead,
-      countLimit: pending.value.countLimit,
-      nextDueInMs: pending.value.nextDueInMs,
+      dispatcher: outbox.state,
+      listener: outbox.listener,
+      lagMs: outbox.lagMs,
+      due: outbox.due,
+      retrying: outbox.retrying,
+      inFlight: outbox.inFlight,
+      expiredLeases: outbox.expiredLeases,
+      dead: outbox.dead,
+      countLimit: outbox.countLimit,
     };
   }
 

@@ -1,7 +1,7 @@
 import { ConflictException, Injectable, NotFoundException } from '@nestjs/common';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import { OutboxRepository } from '@app/outbox';
+import { OutboxAdmin } from '@app/outbox';
 import { OrganizationsQuery } from '../organizations/organizations.query';
 import { WebhookDeliveriesQuery, type DeliveryView } from './webhook-deliveries.query';
 import { WebhookEndpoint } from './webhook-endpoint.entity';
@@ -29,7 +29,7 @@ export class WebhooksService {
     private readonly dataSource: DataSource,
     private readonly deliveries: WebhookDeliveriesQuery,
     private readonly organizations: OrganizationsQuery,
-    private readonly outbox: OutboxRepository,
+    private readonly outbox: OutboxAdmin,
   ) {}
 
   async createEndpoint(
@@ -87,9 +87,8 @@ export class WebhooksService {
     if (delivery.status !== 'dead') {
       throw new ConflictException(`webhook delivery ${deliveryId} is ${delivery.status}, not dead`);
     }
-    const replayed = await this.outbox.replayDead([deliveryId]);
-    if (!replayed.ok) throw replayed.error;
-    if (replayed.value.length === 0) {
+    const replayed = await this.outbox.replay({ ids: [deliveryId] }, { actor: 'webhooks-api' });
+    if (replayed.ids.length === 0) {
       throw new ConflictException(`webhook delivery ${deliveryId} is being replayed already`);
     }
     return (await this.deliveries.find(organizationId, deliveryId)) ?? delivery;

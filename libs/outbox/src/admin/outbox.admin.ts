@@ -1,8 +1,7 @@
 import { Injectable, Logger, Optional } from '@nestjs/common';
+import { DEAD_LETTERS_CURSOR } from '../store/admin/dead-letters.sql';
 import {
-  decodeCursor,
   type DeadLetterChange,
-  type DeadLetterChangeBatch,
   type DeadLetterSelector,
   type DiscardOptions,
   type ReplayOptions,
@@ -11,22 +10,25 @@ import {
   type DeadLetterList,
   type DeadLetterPage,
   type OutboxEventDetail,
+  type OutboxEventList,
+  type OutboxEventsFilter,
+  type OutboxEventsPage,
   type DispatcherInfo,
   type MinuteCount,
   type OutboxStatus,
-} from './dead-letter.types';
+} from '../store/admin/dead-letter.types';
+import { type DeadLetterChangeBatch } from '../store/admin/dead-letter-changes.sql';
+import { EVENTS_CURSOR } from '../store/admin/events.sql';
 import { InvalidOutboxAdminQueryError } from '../outbox.errors';
-import { isUuid } from '../emit/outbox-event.validator';
-import { OutboxRepository } from '../store/outbox.repository';
-import { OutboxTelemetry } from '../common/outbox.telemetry';
+import { isUuid } from '../common/uuid.util';
+import { AdminStore } from '../store/admin/admin.store';
+import { OutboxTelemetry } from '../telemetry/outbox.telemetry';
 import { DISPATCHER_REPORT_MS } from '../engine/outbox.heartbeat';
+import { checkEventsFilter, checkFilter, checkPage, checkSelector } from './admin-query.util';
 
-const DEFAULT_PAGE = 50;
-const MAX_PAGE = 500;
 const MAX_GROUPS = 100;
 /** Rows per replay or discard statement: each batch is one short transaction. */
 const CHANGE_BATCH = 500;
-const MAX_SELECTED_IDS = 10_000;
 const MAX_TEXT = 500;
 /** Sorts before every UUID: where a keyset walk by id starts. */
 const FIRST_ID = '00000000-0000-0000-0000-000000000000';
@@ -48,7 +50,7 @@ export class OutboxAdmin {
   private readonly logger = new Logger('Outbox');
 
   constructor(
-    private readonly repository: OutboxRepository,
+    private readonly store: AdminStore,
     @Optional() private readonly telemetry: OutboxTelemetry = new OutboxTelemetry(),
   ) {}
 
@@ -57,7 +59,7 @@ export class OutboxAdmin {
    * probes use the bounded `OutboxRepository.pendingState` instead).
    */
   async status(): Promise<OutboxStatus> {
-    const byType = unwrap(await this.repository.backlogByType());
+    const byType = unwrap(await this.store.backlogByType());
     const total = (
       field: 'due' | 'retrying' | 'inFlight' | 'expiredLeases' | 'dead' | 'discarded',
     ) => byType.reduce((sum, t) => sum + t[field], 0);
@@ -82,7 +84,7 @@ export class OutboxAdmin {
    * that stopped reporting included for a day, marked `reporting: false`.
    */
   async dispatchers(): Promise<DispatcherInfo[]> {
-    const reports = unwrap(await this.repository.listDispatchers());
+    const reports = unwrap(await this.store.listDispatchers());
     return reports.map(({ silentMs, ...report }) => ({
       ...report,
       reporting: silentMs < 3 * DISPATCHER_REPORT_MS,
@@ -94,34 +96,34 @@ export class OutboxAdmin {
     if (!Number.isSafeInteger(minutes) || minutes < 1 || minutes > 1440) {
       throw new InvalidOutboxAdminQueryError('minutes', minutes, 'an integer from 1 to 1440');
     }
-    return unwrap(await this.repository.throughput(minutes));
+    return unwrap(await this.store.throughput(minutes));
   }
 
   /** Dead (and with `includeRetrying`, retrying) events, newest first, by keyset pages. */
   async list(filter: DeadLetterFilter = {}, page: DeadLetterPage = {}): Promise<DeadLetterList> {
     checkFilter(filter);
-    const limit = page.limit ?? DEFAULT_PAGE;
-    if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE) {
-      throw new InvalidOutboxAdminQueryError(
-        'page.limit',
-        limit,
-        `an integer from 1 to ${MAX_PAGE}`,
-      );
-    }
-    let after: { at: string; id: string } | null = null;
-    if (page.after !== undefined) {
-      after = decodeCursor(page.after);
-      if (!after) {
-        throw new InvalidOutboxAdminQueryError('page.after', page.after, 'a `next` cursor of list');
-      }
-    }
-    return unwrap(await this.repository.listDeadLetters(filter, { limit, after }));
+    return unwrap(
+      await this.store.listDeadLetters(filter, checkPage(page, DEAD_LETTERS_CURSOR, 'list')),
+    );
+  }
+
+  /**
+   * Events of any state (pending, retrying, in flight, delivered, dead, discarded) that match
+   * every condition of `filter` (at least one), newest first by occurrence, by keyset pages of
+   * `page.limit` (50 by default, at most 500). Each comes whole, with its `state`, deliveries and
+   * failures per handler: what an app shows of the events it emitted (the reference app lists
+   * its webhook deliveries with it) without reading the outbox's table. `ids` narrows to given
+   * events, so `events({ types, organizationId, ids: [id] })` finds one event of an organization.
+   */
+  async events(filter: OutboxEventsFilter, page: OutboxEventsPage = {}): Promise<OutboxEventList> {
+    checkEventsFilter(filter);
+    return unwrap(await this.store.listEvents(filter, checkPage(page, EVENTS_CURSOR, 'events')));
   }
 
   /** Dead letters grouped by (type, failed handler, error fingerprint), largest first. */
   async groups(filter: DeadLetterFilter = {}): Promise<DeadLetterGroup[]> {
     checkFilter(filter);
-    return unwrap(await this.repository.groupDeadLetters(filter, MAX_GROUPS));
+    return unwrap(await this.store.groupDeadLetters(filter, MAX_GROUPS));
   }
 
   /**
@@ -194,7 +196,7 @@ export class OutboxAdmin {
     let afterId = FIRST_ID;
     for (;;) {
       const rows = unwrap(
-        await this.repository.changeDeadLetters({
+        await this.store.changeDeadLetters({
           change,
           filter,
           ids,
@@ -239,71 +241,7 @@ export class OutboxAdmin {
     if (!isUuid(id)) {
       throw new InvalidOutboxAdminQueryError('id', id, 'a UUID');
     }
-    return unwrap(await this.repository.findEvent(id));
-  }
-}
-
-/** The conditions of a filter that narrow it; the `include…` switches only widen it. */
-const CONDITIONS = [
-  'types',
-  'handler',
-  'fingerprint',
-  'organizationId',
-  'aggregateType',
-  'aggregateId',
-  'deadAfter',
-  'deadBefore',
-  'errorContains',
-] as const;
-
-function checkFilter(filter: DeadLetterFilter): void {
-  if (typeof filter !== 'object' || filter === null) {
-    throw new InvalidOutboxAdminQueryError('filter', filter, 'an object');
-  }
-  for (const field of ['includeRetrying', 'includeDiscarded'] as const) {
-    const value = filter[field];
-    if (value !== undefined && typeof value !== 'boolean') {
-      throw new InvalidOutboxAdminQueryError(`filter.${field}`, value, 'a boolean');
-    }
-  }
-  for (const field of ['deadAfter', 'deadBefore'] as const) {
-    const value = filter[field];
-    if (value !== undefined && !(value instanceof Date && Number.isFinite(value.getTime()))) {
-      throw new InvalidOutboxAdminQueryError(`filter.${field}`, value, 'a valid Date');
-    }
-  }
-  if (filter.fingerprint !== undefined && !/^[0-9a-f]{32}$/.test(String(filter.fingerprint))) {
-    throw new InvalidOutboxAdminQueryError(
-      'filter.fingerprint',
-      filter.fingerprint,
-      'a fingerprint of groups (32 hex digits)',
-    );
-  }
-  for (const field of [
-    'handler',
-    'organizationId',
-    'aggregateType',
-    'aggregateId',
-    'errorContains',
-  ] as const) {
-    const value = filter[field];
-    if (value !== undefined && (typeof value !== 'string' || value.length === 0)) {
-      throw new InvalidOutboxAdminQueryError(`filter.${field}`, value, 'a non-empty string');
-    }
-  }
-  const types = filter.types;
-  if (
-    types !== undefined &&
-    (!Array.isArray(types) ||
-      types.length === 0 ||
-      types.some((t) => typeof t !== 'string' || t.length === 0))
-  ) {
-    // An empty list would match nothing; leave `types` out to mean every type.
-    throw new InvalidOutboxAdminQueryError(
-      'filter.types',
-      types,
-      'a non-empty list of non-empty strings',
-    );
+    return unwrap(await this.store.findEvent(id));
   }
 }
 
@@ -315,48 +253,6 @@ function countByType(types: readonly string[]): string {
     .sort((a, b) => b[1] - a[1])
     .map(([type, n]) => `${type} (${n})`)
     .join(', ');
-}
-
-function checkSelector(selector: DeadLetterSelector): {
-  filter: DeadLetterFilter;
-  ids: string[] | null;
-} {
-  if (typeof selector !== 'object' || selector === null) {
-    throw new InvalidOutboxAdminQueryError('selector', selector, '{ ids } or { filter }');
-  }
-  if ('ids' in selector) {
-    const ids: unknown = selector.ids;
-    if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_SELECTED_IDS) {
-      throw new InvalidOutboxAdminQueryError(
-        'selector.ids',
-        ids,
-        `a list of 1 to ${MAX_SELECTED_IDS} event ids`,
-      );
-    }
-    const bad: unknown = ids.find((id) => !isUuid(id));
-    if (bad !== undefined) throw new InvalidOutboxAdminQueryError('selector.ids', bad, 'a UUID');
-    // Named one by one: whatever their state, within what the change applies to.
-    return {
-      filter: { includeRetrying: true, includeDiscarded: true },
-      ids: (ids as string[]).map((id) => id.toLowerCase()),
-    };
-  }
-  const { filter, all } = selector as { filter?: DeadLetterFilter; all?: unknown };
-  if (filter === undefined) {
-    throw new InvalidOutboxAdminQueryError('selector', selector, '{ ids } or { filter }');
-  }
-  checkFilter(filter);
-  if (all !== undefined && typeof all !== 'boolean') {
-    throw new InvalidOutboxAdminQueryError('selector.all', all, 'a boolean');
-  }
-  if (!all && CONDITIONS.every((field) => filter[field] === undefined)) {
-    throw new InvalidOutboxAdminQueryError(
-      'selector.filter',
-      JSON.stringify(filter),
-      'a filter with at least one condition, or `all: true` to select every dead letter',
-    );
-  }
-  return { filter, ids: null };
 }
 
 function unwrap<T>(result: { ok: true; value: T } | { ok: false; error: Error }): T {

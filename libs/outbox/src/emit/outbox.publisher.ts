@@ -10,12 +10,13 @@ import { ModuleRef } from '@nestjs/core';
 import type { DataSource, EntityManager, EntitySubscriberInterface } from 'typeorm';
 import { findAmbientTransactions, type AmbientTransactionHost } from './ambient-transaction.util';
 import { OutboxTransactionRequiredError } from '../outbox.errors';
-import type { EnqueuedEvent, NewOutboxEvent } from '../outbox-event.types';
+import type { EnqueuedEvent } from '../store/emit/emit.store';
+import type { NewOutboxEvent } from '../outbox-event.types';
 import type { ResolvedOutboxOptions } from '../outbox.options';
-import { OutboxRepository } from '../store/outbox.repository';
+import { OutboxEmitStore } from '../store/emit/emit.store';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from '../outbox.tokens';
 import { WakeCoalescer } from './outbox-wake.coalescer';
-import { OutboxTelemetry } from '../common/outbox.telemetry';
+import { OutboxTelemetry } from '../telemetry/outbox.telemetry';
 
 export interface EmitOptions {
   /** The EntityManager of the caller's open transaction. */
@@ -48,7 +49,7 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
   private readonly wakes: WakeCoalescer;
 
   constructor(
-    private readonly repository: OutboxRepository,
+    private readonly store: OutboxEmitStore,
     private readonly moduleRef: ModuleRef,
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
@@ -71,7 +72,7 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
   /** A coalesced wake, tried twice: a wake lost would leave committed events to the poll. */
   private async sendWake(): Promise<void> {
     for (let attempt = 1; attempt <= 2; attempt++) {
-      const result = await this.repository.wake();
+      const result = await this.store.wake();
       if (result.ok) return;
       if (attempt === 2) this.logger.warn(`Outbox wake not sent: ${result.error.message}`);
     }
@@ -103,7 +104,7 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
     const notify = this.wakes.inline(manager.queryRunner);
     const list: readonly NewOutboxEvent[] = Array.isArray(events) ? events : [events];
     const result = await this.telemetry.emitting(list, (traced) =>
-      this.repository.enqueue(manager, traced, { notify }),
+      this.store.enqueue(manager, traced, { notify }),
     );
     if (!result.ok) throw result.error;
     const enqueued = result.value;

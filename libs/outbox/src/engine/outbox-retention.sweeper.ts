@@ -7,7 +7,7 @@ import {
 } from '@nestjs/common';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { delay } from '../common/delay.util';
-import { OutboxRepository } from '../store/outbox.repository';
+import { RetentionStore } from '../store/retention.store';
 import type { OutboxScheduler } from './outbox.scheduler';
 import { OUTBOX_OPTIONS, OUTBOX_SCHEDULER } from '../outbox.tokens';
 
@@ -27,7 +27,7 @@ export class OutboxRetentionSweeper implements OnApplicationBootstrap, OnApplica
   private readonly stopping = new AbortController();
 
   constructor(
-    private readonly repository: OutboxRepository,
+    private readonly store: RetentionStore,
     @Inject(OUTBOX_SCHEDULER) private readonly scheduler: OutboxScheduler,
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
   ) {}
@@ -69,8 +69,8 @@ export class OutboxRetentionSweeper implements OnApplicationBootstrap, OnApplica
   private async sweepOnce(): Promise<number> {
     const { retentionMs, discardedRetentionMs, batchSize } = this.options.retention;
     const bounds = { batchSize, signal: this.stopping.signal };
-    const delivered = await this.repository.sweep({ retentionMs, ...bounds });
-    const discarded = await this.repository.sweepDiscarded({
+    const delivered = await this.store.sweep({ retentionMs, ...bounds });
+    const discarded = await this.store.sweepDiscarded({
       retentionMs: discardedRetentionMs,
       ...bounds,
     });

@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
-import type { DeliveredSettle, FailedSettle, OutboxRecord } from '../outbox-event.types';
+import type { DeliveredSettle, FailedSettle, OutboxRecord } from '../store/lease/lease.types';
 import type { OutboxResult } from '../store/outbox.result';
-import type { OutboxRepository } from '../store/outbox.repository';
+import type { OutboxRepository } from '../store/lease/outbox.repository';
 import { RateLimitedLog } from '../common/rate-limited-log.util';
 import { scrubError } from '../common/scrub-error.util';
 
@@ -34,7 +34,6 @@ export type Settle =
   | { kind: 'release'; record: OutboxRecord; settle: { id: string; attempts: number } };
 
 export interface CompleterOptions {
-  maxAttempts: number;
   deadRetryMs: number;
   deadRetryByType?: Readonly<Record<string, number>>;
   /** Rows per settle statement. */
@@ -263,7 +262,6 @@ export class OutboxCompleter {
     }
     if (kind === 'failed') {
       const options = {
-        maxAttempts: this.options.maxAttempts,
         deadRetryMs: this.options.deadRetryMs,
         deadRetryByType: this.options.deadRetryByType,
       };

@@ -16,13 +16,14 @@ import type { ResolvedOutboxOptions } from '../outbox.options';
 import { OutboxCompleter, type SettleFailure } from './outbox.completer';
 import { OutboxExecutor, type ExecutionResult } from './outbox.executor';
 import { OutboxProducer } from './outbox.producer';
-import { OutboxRepository } from '../store/outbox.repository';
+import { DispatcherReportStore } from '../store/dispatcher-report.store';
+import { OutboxRepository } from '../store/lease/outbox.repository';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from '../outbox.tokens';
 import { PgListener } from './pg.listener';
 import type { PgListenerState } from './pg-listener.types';
 import { listenerClientConfig } from './listener-client.config';
 import { delay } from '../common/delay.util';
-import { OutboxTelemetry } from '../common/outbox.telemetry';
+import { OutboxTelemetry } from '../telemetry/outbox.telemetry';
 import { OutboxHeartbeat } from './outbox.heartbeat';
 import { RateLimitedLog } from '../common/rate-limited-log.util';
 
@@ -90,6 +91,7 @@ export class OutboxDispatcher
   constructor(
     dispatcher: EventDispatcher,
     private readonly repository: OutboxRepository,
+    private readonly reports: DispatcherReportStore,
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
     @Optional() private readonly telemetry: OutboxTelemetry = new OutboxTelemetry(),
@@ -97,7 +99,6 @@ export class OutboxDispatcher
     this.completer = new OutboxCompleter(
       repository,
       {
-        maxAttempts: options.maxAttempts,
         // 0 in the options: no automatic replay.
         deadRetryMs: options.deadRetryMs || Infinity,
         deadRetryByType:
@@ -116,17 +117,12 @@ export class OutboxDispatcher
         onDead: (types) => this.telemetry.dead(types),
       },
     );
-    this.executor = new OutboxExecutor(
-      dispatcher,
-      this.completer,
-      { leaseMs: options.leaseMs },
-      () => this.producer.pump(),
-    );
+    this.executor = new OutboxExecutor(dispatcher, this.completer, () => this.producer.pump());
     this.producer = new OutboxProducer(repository, this.executor, this.completer, options, (n) =>
       this.telemetry.claimed(n),
     );
     this.heartbeat = new OutboxHeartbeat(
-      repository,
+      reports,
       () => ({
         state: this.current,
         listener: this.listenerState,
@@ -246,11 +242,9 @@ export class OutboxDispatcher
    * `autoStart: false`). A shutdown abandons its handlers like the loop's.
    */
   async drainOnce(): Promise<DrainReport> {
-    const free = this.options.concurrency - this.executor.active;
-    const limit = Math.max(0, Math.min(this.options.batchSize, free));
     const report: DrainReport = {
       ok: true,
-      limit,
+      limit: 0,
       claimed: 0,
       delivered: 0,
       failed: 0,
@@ -258,26 +252,16 @@ export class OutboxDispatcher
       stale: 0,
       lost: 0,
     };
-    if (limit === 0 || this.current === 'stopping') return report;
+    if (this.current === 'stopping') return report;
     // A stopped dispatcher closed its completer and abandoned its handlers; a hand-driven
     // drain after it starts afresh.
     this.completer.open();
     if (this.abandonController.signal.aborted) this.renewAbandon();
-    const claimedAt = Date.now();
-    const claim = await this.repository.claim({
-      limit,
-      leaseMs: this.options.leaseMs,
-      types: this.options.types,
-    });
-    if (!claim.ok) return { ...report, ok: false, error: claim.error };
-    report.claimed = claim.value.length;
-    this.telemetry.claimed(report.claimed);
-    const results = await Promise.all(
-      claim.value.map((record) =>
-        this.executor.start(record, claimedAt, this.abandonController.signal),
-      ),
-    );
-    for (const execution of results) tally(report, execution);
+    const { limit, result } = await this.producer.claimOnce(this.abandonController.signal);
+    report.limit = limit;
+    if (!result.ok) return { ...report, ok: false, error: result.error };
+    report.claimed = result.value.length;
+    for (const execution of await Promise.all(result.value)) tally(report, execution);
     return report;
   }
 
@@ -323,6 +307,7 @@ export class OutboxDispatcher
       await Promise.race([leaving, deadline.promise]);
       deadline.cancel();
       this.repository.abandonInFlight();
+      this.reports.abandonInFlight();
       this.current = 'stopped';
     }
   }

@@ -1,13 +1,17 @@
 import type { EventDispatcher, HandlerWithPolicy } from '../handlers/event.dispatcher';
 import { handlerRetryDelayMs } from '../handlers/handler.policy';
 import type { OutboxCompleter, Settle, SettleResult } from './outbox.completer';
-import type { OutboxRecord } from '../outbox-event.types';
+import type { OutboxRecord } from '../store/lease/lease.types';
 import type { OutboxEvent } from '../outbox-event.types';
 import type { HandlerOutcome } from '../handlers/outbox-handler.types';
 import { scrubError } from '../common/scrub-error.util';
 
-export interface ExecutorOptions {
-  leaseMs: number;
+/** A claim's lease as the local clock sees it, read once at the claim. */
+export interface ClaimLease {
+  /** `Date.now()` just before the claim was sent. */
+  sentAt: number;
+  /** `sentAt` plus the lease: never later than the lease's real end. A settle after it is stale. */
+  deadline: number;
 }
 
 /** What became of one claimed event: its settle, or `abandoned` at shutdown (lease kept). */
@@ -28,7 +32,6 @@ export class OutboxExecutor {
   constructor(
     private readonly dispatcher: EventDispatcher,
     private readonly completer: OutboxCompleter,
-    private readonly options: ExecutorOptions,
     /** Told each time a slot frees up. */
     private readonly onSlotFree: () => void = () => undefined,
   ) {}
@@ -43,11 +46,8 @@ export class OutboxExecutor {
     return this.late;
   }
 
-  /**
-   * Starts the event's handlers now. `claimedAt` is `Date.now()` from before the claim was sent,
-   * so `claimedAt + leaseMs` never comes later than the lease's real end.
-   */
-  start(record: OutboxRecord, claimedAt: number, abandon?: AbortSignal): Promise<ExecutionResult> {
+  /** Starts the event's handlers now, under the claim's `lease`. */
+  start(record: OutboxRecord, lease: ClaimLease, abandon?: AbortSignal): Promise<ExecutionResult> {
     this.busy++;
     const handlers = this.dispatcher.policies(record.type);
     const run = this.dispatcher.execute(toEvent(record), this.notToRun(record, handlers), {
@@ -79,10 +79,8 @@ export class OutboxExecutor {
       ) {
         return 'abandoned' as const;
       }
-      const settle = this.toSettle(record, outcomes, handlers, claimedAt);
-      return this.completer
-        .complete(settle, claimedAt + this.options.leaseMs)
-        .then((result) => ({ settle, result }));
+      const settle = this.toSettle(record, outcomes, handlers, lease);
+      return this.completer.complete(settle, lease.deadline).then((result) => ({ settle, result }));
     });
   }
 
@@ -103,7 +101,7 @@ export class OutboxExecutor {
    * replay (which gives every handler left one more try), those whose own retry time has not
    * come or whose attempts are used up. A dead replay that `OutboxAdmin.replay` narrowed to some
    * handlers has marked them, alone, with a retry time: it runs those. "Now" is the claim's own
-   * database clock: the lease end less the lease.
+   * database clock (`claimedAt`).
    */
   private notToRun(
     record: OutboxRecord,
@@ -120,7 +118,7 @@ export class OutboxExecutor {
       for (const h of handlers) if (!marked.has(h.name)) skipped[h.name] = true;
       return skipped;
     }
-    const claimedAt = record.leaseExpiresAt.getTime() - this.options.leaseMs;
+    const claimedAt = record.claimedAt.getTime();
     const waiting: Record<string, unknown> = { ...record.deliveries };
     for (const [name, failure] of Object.entries(record.failures)) {
       if (failure.retryAt === null || Date.parse(failure.retryAt) > claimedAt) waiting[name] = true;
@@ -139,7 +137,7 @@ export class OutboxExecutor {
     record: OutboxRecord,
     outcomes: HandlerOutcome[],
     handlers: HandlerWithPolicy[],
-    claimedAt: number,
+    lease: ClaimLease,
   ): Settle {
     const { id, attempts } = record;
     const succeeded = outcomes.filter((o) => o.ok).map((o) => o.handlerName);
@@ -181,7 +179,7 @@ export class OutboxExecutor {
           failed.length === 0
             ? null
             : failed.map((f) => `${f.handlerName}: ${scrubError(f.error)}`).join('; '),
-        retryDelayMs: this.soonestRetryMs(record, failures, pending, claimedAt),
+        retryDelayMs: this.soonestRetryMs(record, failures, pending, lease),
         failures,
         pending,
         dead,
@@ -194,13 +192,13 @@ export class OutboxExecutor {
     record: OutboxRecord,
     failures: readonly { handler: string; delayMs: number | null }[],
     pending: readonly string[],
-    claimedAt: number,
+    lease: ClaimLease,
   ): number {
     let soonest = Infinity;
     for (const f of failures) if (f.delayMs !== null) soonest = Math.min(soonest, f.delayMs);
     // A handler that did not run keeps its retry time (database clock, read at the claim).
-    const serverClaimedAt = record.leaseExpiresAt.getTime() - this.options.leaseMs;
-    const elapsed = Date.now() - claimedAt;
+    const serverClaimedAt = record.claimedAt.getTime();
+    const elapsed = Date.now() - lease.sentAt;
     const updated = new Set(failures.map((f) => f.handler));
     for (const name of pending) {
       const retryAt = record.failures[name]?.retryAt;
@@ -215,6 +213,7 @@ export class OutboxExecutor {
 /** What a handler sees: the record without the lease bookkeeping. */
 function toEvent(record: OutboxRecord): OutboxEvent {
   // eslint-disable-next-line @typescript-eslint/no-unused-vars
-  const { attempts, leaseExpiresAt, deliveries, failures, deadAt, lastError, ...event } = record;
+  const { attempts, claimedAt, leaseExpiresAt, deliveries, failures, deadAt, lastError, ...event } =
+    record;
   return event;
 }

@@ -1,7 +1,6 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { DispatcherReport } from '../admin/dead-letter.types';
-import type { OutboxRepository } from '../store/outbox.repository';
+import type { DispatcherReport, DispatcherReportStore } from '../store/dispatcher-report.store';
 import { delay } from '../common/delay.util';
 import { RateLimitedLog } from '../common/rate-limited-log.util';
 
@@ -25,7 +24,7 @@ export class OutboxHeartbeat {
   private stopped = false;
 
   constructor(
-    private readonly repository: OutboxRepository,
+    private readonly store: DispatcherReportStore,
     private readonly snapshot: () => Omit<DispatcherReport, 'id' | 'host' | 'pid'>,
     warn: (line: string) => void,
   ) {
@@ -42,8 +41,8 @@ export class OutboxHeartbeat {
   /** Reports now (a change of state), unless a report is already on its way. */
   beat(): void {
     if (this.stopped) return;
-    this.running ??= this.repository
-      .reportDispatcher({ id: this.id, host: hostname(), pid: process.pid, ...this.snapshot() })
+    this.running ??= this.store
+      .report({ id: this.id, host: hostname(), pid: process.pid, ...this.snapshot() })
       .then((result) => {
         if (!result.ok)
           this.failures.log(`Outbox dispatcher report failed: ${result.error.message}`);
@@ -68,7 +67,7 @@ export class OutboxHeartbeat {
     try {
       await Promise.race([
         Promise.resolve(this.running).then(() =>
-          expired ? undefined : this.repository.forgetDispatcher(this.id),
+          expired ? undefined : this.store.forget(this.id),
         ),
         wait.promise.then(() => {
           expired = true;

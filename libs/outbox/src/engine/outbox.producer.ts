@@ -1,7 +1,9 @@
 import { Logger } from '@nestjs/common';
 import type { OutboxCompleter } from './outbox.completer';
-import type { OutboxExecutor } from './outbox.executor';
-import type { OutboxRepository } from '../store/outbox.repository';
+import type { ClaimLease, ExecutionResult, OutboxExecutor } from './outbox.executor';
+import type { OutboxRecord } from '../store/lease/lease.types';
+import { ok, type OutboxResult } from '../store/outbox.result';
+import type { OutboxRepository } from '../store/lease/outbox.repository';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { scrubError } from '../common/scrub-error.util';
 
@@ -134,40 +136,59 @@ export class OutboxProducer {
     });
   }
 
+  /**
+   * How many events a claim may ask for now: the slots neither running an event nor asked for
+   * by a claim in flight, at most `batchSize`; none while settles back up, so claimed work never
+   * outruns what can be recorded. The one place free slots are counted.
+   */
+  freeSlots(): number {
+    if (this.completer.pending >= this.maxUnsettled) return 0;
+    const free = this.options.concurrency - this.executor.active - this.reserved;
+    return Math.max(0, Math.min(free, this.options.batchSize));
+  }
+
+  /**
+   * One claim outside the loop (`OutboxDispatcher.drainOnce`), through the same free slots and
+   * backpressure: every event it claims starts at once. Resolves with what it asked for and the
+   * claim's result: each event's execution, or the store error.
+   */
+  async claimOnce(
+    abandon: AbortSignal,
+  ): Promise<{ limit: number; result: OutboxResult<Promise<ExecutionResult>[]> }> {
+    const limit = this.freeSlots();
+    if (limit === 0) return { limit, result: ok([]) };
+    const result = await this.claim(limit);
+    if (!result.ok) return { limit, result };
+    const { records, lease } = result.value;
+    return { limit, result: ok(records.map((r) => this.executor.start(r, lease, abandon))) };
+  }
+
   private claimIfUseful(): void {
     if (!this.running || this.claims.size >= MAX_CLAIMS_IN_FLIGHT) return;
     if (this.answeredWakes === this.wakes) return;
     if (Date.now() < this.pausedUntil) return this.wakeIn(this.pausedUntil - Date.now());
-    const free = this.options.concurrency - this.executor.active - this.reserved;
+    const limit = this.freeSlots();
     // A slot's end or a settle's calls pump again.
-    if (free <= 0 || this.completer.pending >= this.maxUnsettled) return;
-    const limit = Math.min(free, this.options.batchSize);
+    if (limit === 0) return;
     const wakesBefore = this.wakes;
-    const claimedAt = Date.now();
-    this.reserved += limit;
-    const claim: Promise<void> = this.repository
-      .claim({ limit, leaseMs: this.options.leaseMs, types: this.options.types })
+    const claim: Promise<void> = this.claim(limit)
       .then(
         (result) => {
-          this.reserved -= limit;
           if (!result.ok) {
             const { message, code } = result.error;
             this.logger.warn(code ? `${message} (SQLSTATE ${code})` : message);
             this.pausedUntil = Date.now() + this.options.failedDrainRetryMs;
             return this.wakeIn(this.options.failedDrainRetryMs);
           }
-          this.lastClaim = new Date();
-          this.completer.clearFailureIfIdle();
-          const records = result.value;
-          this.onClaimed(records.length);
+          const { records, lease } = result.value;
           for (const record of records) {
             if (this.running) {
-              void this.executor.start(record, claimedAt, this.abandon);
+              void this.executor.start(record, lease, this.abandon);
             } else {
               // Claimed while stopping: give it back for another instance to take at once.
               void this.completer.complete(
                 { kind: 'release', record, settle: { id: record.id, attempts: record.attempts } },
-                claimedAt + this.options.leaseMs,
+                lease.deadline,
               );
             }
           }
@@ -178,7 +199,6 @@ export class OutboxProducer {
           }
         },
         (err: unknown) => {
-          this.reserved -= limit;
           this.logger.error(`Outbox claim crashed: ${scrubError(err)}`);
           this.pausedUntil = Date.now() + this.options.failedDrainRetryMs;
           this.wakeIn(this.options.failedDrainRetryMs);
@@ -189,6 +209,36 @@ export class OutboxProducer {
         this.pump();
       });
     this.claims.add(claim);
+  }
+
+  /**
+   * Claims `limit` events for slots of this producer (reserved until the claim answers). The
+   * lease is read off the local clock once, here: `deadline` is `Date.now()` from before the
+   * claim was sent plus the lease, so it never comes later than the lease's real end.
+   */
+  private async claim(
+    limit: number,
+  ): Promise<OutboxResult<{ records: OutboxRecord[]; lease: ClaimLease }>> {
+    const sentAt = Date.now();
+    this.reserved += limit;
+    let result: OutboxResult<OutboxRecord[]>;
+    try {
+      result = await this.repository.claim({
+        limit,
+        leaseMs: this.options.leaseMs,
+        types: this.options.types,
+      });
+    } finally {
+      this.reserved -= limit;
+    }
+    if (!result.ok) return result;
+    this.lastClaim = new Date();
+    this.completer.clearFailureIfIdle();
+    this.onClaimed(result.value.length);
+    return ok({
+      records: result.value,
+      lease: { sentAt, deadline: sentAt + this.options.leaseMs },
+    });
   }
 
   /**

@@ -9,7 +9,7 @@ import {
   OutboxHandlerTimeoutError,
 } from '../outbox.errors';
 import { HandlerTransactions } from './handler.transactions';
-import { OutboxTelemetry } from '../common/outbox.telemetry';
+import { OutboxTelemetry } from '../telemetry/outbox.telemetry';
 import { OutboxMessages } from '../outbox.messages';
 import { ISOLATION_LEVELS } from '../outbox.constants';
 import type { OutboxEvent } from '../outbox-event.types';

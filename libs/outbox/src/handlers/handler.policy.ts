@@ -4,25 +4,11 @@ import { retryDelayMs, type BackoffSettings } from './retry-backoff.util';
 /** Node runs a timer with a longer delay after 1 ms; no delay may exceed it. */
 const MAX_DELAY_MS = 2_147_483_647;
 
-/**
- * When a handler that failed runs again: exponential backoff (as the module's `retry`), or a
- * fixed schedule of delays, one per failure (the last repeats if attempts remain).
- */
-export type HandlerRetry = Partial<BackoffSettings> | readonly number[];
-
 /** A handler's retry schedule and attempts, resolved against the module's defaults. */
 export interface HandlerPolicy {
   retry: BackoffSettings | readonly number[];
   /** Runs of this handler that may fail before the event is dead for it. */
   maxAttempts: number;
-}
-
-/** A handler's failures for one event, as the `failures` column keeps them. */
-export interface HandlerFailure {
-  /** Attempts in which this handler failed. */
-  count: number;
-  /** When the handler may run again (ISO time of the database clock); null once it used its attempts. */
-  retryAt: string | null;
 }
 
 /** Delay before the next run of a handler that has now failed `failures` times. */

@@ -14,7 +14,8 @@ import type {
   TransactionalHandlerContext,
 } from './outbox-handler.types';
 import { OutboxPublisher } from '../emit/outbox.publisher';
-import { OutboxRepository, type BackendTransaction } from '../store/outbox.repository';
+import { HandlerTransactionStore } from '../store/handler-transaction.store';
+import { type BackendTransaction } from '../store/handler-transaction.store';
 import { TransactionSlots } from './transaction-slots.util';
 import { OUTBOX_DATA_SOURCE } from '../outbox.tokens';
 
@@ -60,7 +61,7 @@ export class HandlerTransactions implements OnModuleInit {
 
   constructor(
     @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
-    private readonly repository: OutboxRepository,
+    private readonly store: HandlerTransactionStore,
     private readonly publisher: OutboxPublisher,
     private readonly moduleRef: ModuleRef,
   ) {}
@@ -102,7 +103,7 @@ export class HandlerTransactions implements OnModuleInit {
   ): Promise<void> {
     const { signal } = request;
     if (signal.aborted) throw signal.reason;
-    const prepared = await this.repository.prepareHandlerTransaction(manager, request.budgetMs);
+    const prepared = await this.store.prepare(manager, request.budgetMs);
     if (!prepared.ok) throw prepared.error;
     const open = { value: true };
     const abandoned = this.abandonOnAbort(manager, prepared.value, signal);
@@ -113,7 +114,7 @@ export class HandlerTransactions implements OnModuleInit {
       started(handler.catch(() => undefined));
       await Promise.race([handler, abandoned.promise]);
       const recorded = await Promise.race([
-        this.repository.recordDelivery(manager, {
+        this.store.recordDelivery(manager, {
           id: request.event.id,
           attempts: request.attempt,
           handler: request.handlerName,
@@ -149,9 +150,7 @@ export class HandlerTransactions implements OnModuleInit {
     const promise = new Promise<never>((_resolve, reject) => {
       onAbort = () => {
         discardConnection(manager);
-        void this.repository
-          .cancelBackend(transaction)
-          .finally(() => reject(signal.reason as Error));
+        void this.store.cancelBackend(transaction).finally(() => reject(signal.reason as Error));
       };
       if (signal.aborted) onAbort();
       else signal.addEventListener('abort', onAbort, { once: true });

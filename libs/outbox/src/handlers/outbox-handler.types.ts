@@ -1,6 +1,6 @@
 import type { EntityManager } from 'typeorm';
 import type { NewOutboxEvent, OutboxEvent } from '../outbox-event.types';
-import type { HandlerRetry } from './handler.policy';
+import type { HandlerRetry } from '../outbox.options';
 import type { ISOLATION_LEVELS } from '../outbox.constants';
 
 export interface HandlerContext {

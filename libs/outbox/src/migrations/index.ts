@@ -4,6 +4,7 @@ import { OutboxEventCausation1766000000000 } from './1766000000000-outbox-event-
 import { OutboxHandlerFailures1767000000000 } from './1767000000000-outbox-handler-failures';
 import { OutboxDiscard1768000000000 } from './1768000000000-outbox-discard';
 import { OutboxDispatcherReports1769000000000 } from './1769000000000-outbox-dispatcher';
+import { OutboxOrganizationTypeIndex1770000000000 } from './1770000000000-outbox-organization-type-index';
 
 /** The outbox's migrations, in order: add them to your DataSource's `migrations`. */
 export const OUTBOX_MIGRATIONS = [
@@ -13,4 +14,15 @@ export const OUTBOX_MIGRATIONS = [
   OutboxHandlerFailures1767000000000,
   OutboxDiscard1768000000000,
   OutboxDispatcherReports1769000000000,
+  OutboxOrganizationTypeIndex1770000000000,
 ];
+
+export {
+  CreateOutboxEvent1764400000000,
+  OutboxDueIndex1765000000000,
+  OutboxEventCausation1766000000000,
+  OutboxHandlerFailures1767000000000,
+  OutboxDiscard1768000000000,
+  OutboxDispatcherReports1769000000000,
+  OutboxOrganizationTypeIndex1770000000000,
+};

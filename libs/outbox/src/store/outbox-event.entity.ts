@@ -1,10 +1,17 @@
 import { Check, Column, Entity, Index, PrimaryColumn } from 'typeorm';
-import type { HandlerFailure } from '../handlers/handler.policy';
 import { OUTBOX_TABLE } from '../outbox.constants';
+
+/** A handler's failures for one event, as the `failures` column keeps them. */
+export interface HandlerFailure {
+  /** Attempts in which this handler failed. */
+  count: number;
+  /** When the handler may run again (ISO time of the database clock); null once it used its attempts. */
+  retryAt: string | null;
+}
 
 /**
  * The outbox row, mapped for schema checks and read access. It mirrors the migration in
- * `migrations/` column for column; writes go through `OutboxRepository`, whose SQL uses the
+ * `migrations/` column for column; writes go through the stores beside it, whose SQL uses the
  * database clock rather than values set here.
  */
 @Entity({ name: OUTBOX_TABLE })
@@ -25,6 +32,7 @@ import { OUTBOX_TABLE } from '../outbox.constants';
   where: 'dispatched_at IS NULL AND lease_expires_at IS NOT NULL',
 })
 @Index('outbox_event_dispatched_idx', ['dispatchedAt'], { where: 'dispatched_at IS NOT NULL' })
+@Index('outbox_event_organization_type_idx', ['organizationId', 'type', 'occurredAt', 'id'])
 export class OutboxEventEntity {
   @PrimaryColumn({ type: 'uuid', primaryKeyConstraintName: 'outbox_event_pkey' })
   id!: string;

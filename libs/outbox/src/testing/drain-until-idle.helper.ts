@@ -1,5 +1,5 @@
 import { OutboxDispatcher, type DrainReport } from '../engine/outbox.dispatcher';
-import { OutboxRepository } from '../store/outbox.repository';
+import { TestingStore } from '../store/testing.store';
 import { InvalidOutboxTestingOptionError, OutboxNotIdleError } from './testing.errors';
 import type { DrainTotals } from './testing.types';
 import { delay } from '../common/delay.util';
@@ -40,12 +40,12 @@ export async function drainUntilIdle(
     }
   }
   const dispatcher = app.get(OutboxDispatcher, { strict: false });
-  const repository = app.get(OutboxRepository, { strict: false });
+  const store = app.get(TestingStore, { strict: false });
   const deadline = Date.now() + timeoutMs;
   const totals: DrainTotals = { claims: 0, claimed: 0, delivered: 0, failed: 0, dead: 0 };
   while (totals.claims < maxClaims && Date.now() < deadline) {
     if (makeRetryingDue) {
-      const due = await repository.makeDue({});
+      const due = await store.makeDue({});
       if (!due.ok) throw due.error;
     }
     const report: DrainReport = await dispatcher.drainOnce();

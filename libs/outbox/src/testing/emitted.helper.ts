@@ -1,6 +1,6 @@
 import type { DataSource, EntityManager } from 'typeorm';
-import type { EmittedOutboxEvent, OutboxEventFilter } from '../outbox-event.types';
-import { OutboxRepository } from '../store/outbox.repository';
+import type { EmittedOutboxEvent, OutboxEventFilter } from '../store/testing.store';
+import { TestingStore } from '../store/testing.store';
 import { OutboxExpectationError } from './testing.errors';
 import { firstDifference } from './partial-match.util';
 
@@ -21,7 +21,7 @@ export async function emitted(
   filter: OutboxEventFilter = {},
 ): Promise<EmittedOutboxEvent[]> {
   const { dataSource, manager } = split(source);
-  const result = await new OutboxRepository(dataSource).findEvents(filter, { manager });
+  const result = await new TestingStore(dataSource).findEvents(filter, { manager });
   if (!result.ok) throw result.error;
   return result.value;
 }

@@ -19,4 +19,4 @@ export {
   OutboxExpectationError,
   OutboxNotIdleError,
 } from './testing.errors';
-export type { EmittedOutboxEvent, OutboxEventFilter } from '../outbox-event.types';
+export type { EmittedOutboxEvent, OutboxEventFilter } from '../store/testing.store';

@@ -1,4 +1,5 @@
 import { OutboxError } from '../outbox.errors';
+import { OutboxMessages } from '../outbox.messages';
 import type { DrainTotals } from './testing.types';
 
 /** An `expectEmitted` / `expectNotEmitted` that did not hold. */
@@ -14,16 +15,13 @@ export class OutboxNotIdleError extends OutboxError {
     readonly totals: DrainTotals,
     bound: string,
   ) {
-    super(
-      `the outbox was not idle after ${bound}: ${totals.claimed} events claimed in ` +
-        `${totals.claims} claims (does a handler emit an event for every event it handles?)`,
-    );
+    super(OutboxMessages.notIdle(bound, totals.claimed, totals.claims));
   }
 }
 
 /** A testing helper was given an option it cannot work with; names the option and its value. */
 export class InvalidOutboxTestingOptionError extends OutboxError {
   constructor(helper: string, field: string, value: unknown, expected: string) {
-    super(`${helper}: ${field} must be ${expected}, got ${String(value)}`);
+    super(OutboxMessages.invalidTestingOption(helper, field, value, expected));
   }
 }

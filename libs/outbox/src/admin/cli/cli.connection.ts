@@ -1,7 +1,7 @@
 import { DataSource } from 'typeorm';
 import { OUTBOX_MIGRATIONS } from '../../migrations';
 import { OutboxAdmin } from '../outbox.admin';
-import { OutboxRepository } from '../../store/outbox.repository';
+import { AdminStore } from '../../store/admin/admin.store';
 
 export interface ConnectionOptions {
   url: string;
@@ -38,10 +38,10 @@ export async function withConnection<T>(
   });
   await dataSource.initialize();
   try {
-    const repository = new OutboxRepository(dataSource, {
+    const store = new AdminStore(dataSource, {
       statementTimeoutMs: options.statementTimeoutMs,
     });
-    return await work({ dataSource, admin: new OutboxAdmin(repository) });
+    return await work({ dataSource, admin: new OutboxAdmin(store) });
   } finally {
     await dataSource.destroy();
   }

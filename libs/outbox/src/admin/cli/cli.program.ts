@@ -1,7 +1,7 @@
 import { userInfo } from 'node:os';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { MigrationExecutor } from 'typeorm';
-import type { DeadLetterFilter, DeadLetterSelector } from '../dead-letter.types';
+import type { DeadLetterFilter, DeadLetterSelector } from '../../store/admin/dead-letter.types';
 import { InvalidOutboxAdminQueryError, OutboxStoreError } from '../../outbox.errors';
 import { scrubError } from '../../common/scrub-error.util';
 import { withConnection, type Connection } from './cli.connection';

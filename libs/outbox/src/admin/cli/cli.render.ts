@@ -4,7 +4,7 @@ import type {
   DeadLetterGroup,
   DeadLetterList,
   OutboxStatus,
-} from '../dead-letter.types';
+} from '../../store/admin/dead-letter.types';
 import { formatDuration } from '../../common/format-duration.util';
 
 /** Text for people; `--json` prints the objects themselves instead. */

@@ -23,12 +23,18 @@ import {
   type CanActivate,
   type Type,
 } from '@nestjs/common';
-import type { DeadLetterSelector } from '../dead-letter.types';
+import type { DeadLetterSelector } from '../../store/admin/dead-letter.types';
 import { InvalidOutboxAdminQueryError, OutboxStoreError } from '../../outbox.errors';
 import { OutboxAdmin } from '../outbox.admin';
-import { isUuid } from '../../emit/outbox-event.validator';
+import { isUuid } from '../../common/uuid.util';
 import { scrubError } from '../../common/scrub-error.util';
-import * as views from './dashboard.views';
+import type { ActionTarget } from './actions.view';
+import { confirmation } from './confirmation.view';
+import { deadList } from './dead-letters.view';
+import { eventDetail } from './event.view';
+import { errorPage, page } from './layout.view';
+import { overview } from './overview.view';
+import { query } from './query.util';
 
 /** The request as the dashboard reads it (Express and Fastify both give these). */
 interface DashboardRequest {
@@ -76,7 +82,7 @@ export function createDashboardController(
         this.admin.groups(),
         this.admin.dispatchers(),
       ]);
-      const body = views.overview({
+      const body = overview({
         base: this.base,
         status,
         throughput,
@@ -84,7 +90,7 @@ export function createDashboardController(
         dispatchers,
         notice: typeof notice === 'string' ? notice.slice(0, 200) : undefined,
       });
-      return views.page('Outbox', this.base, body, 30);
+      return page('Outbox', this.base, body, 30);
     }
 
     @Get('dead')
@@ -95,7 +101,7 @@ export function createDashboardController(
         limit: 100,
         after: typeof form.after === 'string' ? form.after : undefined,
       });
-      return views.page('Dead letters', this.base, views.deadList(this.base, target, list));
+      return page('Dead letters', this.base, deadList(this.base, target, list));
     }
 
     @Get('events/:id')
@@ -103,7 +109,7 @@ export function createDashboardController(
     async event(@Param('id') id: string): Promise<string> {
       const event = isUuid(id) ? await this.admin.show(id) : null;
       if (!event) throw new NotFoundException(`no outbox event ${id}`);
-      return views.page('Event', this.base, views.eventDetail(this.base, event));
+      return page('Event', this.base, eventDetail(this.base, event));
     }
 
     @Post('confirm')
@@ -119,7 +125,7 @@ export function createDashboardController(
           ? await this.admin.replay(selector, { dryRun: true })
           : await this.admin.discard(selector, { reason: 'dry run', dryRun: true });
       const title = action === 'replay' ? 'Replay' : 'Discard';
-      return views.page(title, this.base, views.confirmation(this.base, action, target, dryRun));
+      return page(title, this.base, confirmation(this.base, action, target, dryRun));
     }
 
     @Post('replay')
@@ -134,7 +140,7 @@ export function createDashboardController(
       });
       redirect(
         response,
-        `${this.base}?${views.query({ notice: `Replayed ${change.ids.length} events.` })}`,
+        `${this.base}?${query({ notice: `Replayed ${change.ids.length} events.` })}`,
       );
     }
 
@@ -151,7 +157,7 @@ export function createDashboardController(
       });
       redirect(
         response,
-        `${this.base}?${views.query({ notice: `Discarded ${change.ids.length} events.` })}`,
+        `${this.base}?${query({ notice: `Discarded ${change.ids.length} events.` })}`,
       );
     }
   }
@@ -185,7 +191,7 @@ class DashboardErrors implements ExceptionFilter {
     reply.type?.('text/html; charset=utf-8');
     reply.header?.('X-Frame-Options', 'DENY');
     reply.header?.('Content-Security-Policy', "frame-ancestors 'none'");
-    reply.send(views.errorPage(status, message));
+    reply.send(errorPage(status, message));
   }
 }
 
@@ -243,7 +249,7 @@ function actionOf(form: Form): 'replay' | 'discard' {
   throw new InvalidOutboxAdminQueryError('action', form.action, "'replay' or 'discard'");
 }
 
-function targetOf(form: Form): views.ActionTarget {
+function targetOf(form: Form): ActionTarget {
   const text = (name: string) =>
     typeof form[name] === 'string' && form[name] !== '' ? form[name] : undefined;
   return {
@@ -254,7 +260,7 @@ function targetOf(form: Form): views.ActionTarget {
   };
 }
 
-function filterOf(target: views.ActionTarget) {
+function filterOf(target: ActionTarget) {
   return {
     types: target.type ? [target.type] : undefined,
     handler: target.handler,
@@ -262,7 +268,7 @@ function filterOf(target: views.ActionTarget) {
   };
 }
 
-function selectorOf(target: views.ActionTarget): DeadLetterSelector {
+function selectorOf(target: ActionTarget): DeadLetterSelector {
   if (target.id) return { ids: [target.id] };
   return { filter: filterOf(target) };
 }

@@ -18,7 +18,8 @@ export function escapeHtml(value: unknown): string {
   return String(value).replace(/[&<>"']/g, (c) => ENTITIES[c]);
 }
 
-type Part = Html | string | number | boolean | null | undefined | readonly Part[];
+/** What a template may insert: markup, text and numbers (escaped), nothing, or a list of these. */
+export type Part = Html | string | number | boolean | null | undefined | readonly Part[];
 
 function render(part: Part): string {
   if (part === null || part === undefined || part === false) return '';

@@ -1,6 +1,6 @@
-import type { HandlerFailure } from '../handlers/handler.policy';
-import type { OutboxEvent } from '../outbox-event.types';
-import { isUuid } from '../emit/outbox-event.validator';
+import type { OutboxEvent } from '../../outbox-event.types';
+import type { DispatcherReport } from '../dispatcher-report.store';
+import type { HandlerFailure } from '../outbox-event.entity';
 
 /** Which dead letters an `OutboxAdmin` query looks at: every condition given must hold. */
 export interface DeadLetterFilter {
@@ -90,21 +90,6 @@ export interface DeadLetterGroup {
   lastSeenAt: Date;
 }
 
-/** What a dispatcher reports of itself every `DISPATCHER_REPORT_MS`. */
-export interface DispatcherReport {
-  /** `<host>/<pid>/<random>`: one per dispatcher start. */
-  id: string;
-  host: string;
-  pid: number;
-  state: string;
-  listener: string;
-  types: readonly string[] | null;
-  concurrency: number;
-  inFlight: number;
-  startedAt: Date;
-  lastClaimAt: Date | null;
-}
-
 /** A dispatcher as `OutboxAdmin.dispatchers` lists it. */
 export interface DispatcherInfo extends DispatcherReport {
   seenAt: Date;
@@ -154,15 +139,35 @@ export interface OutboxStatus {
   byType: TypeBacklog[];
 }
 
-/** One event whole, for `OutboxAdmin.show`. */
+/**
+ * Where an event stands, by the database clock. Dead and discarded as `DeadLetter.state` says,
+ * and in flight as `OutboxStatus.inFlight` counts it (a dead event stays dead while a replay
+ * runs); `retrying` as `DeadLetter.state` too: a handler failed it and it will run again,
+ * whether its retry time has come (counted as due by `OutboxStatus`) or not.
+ *
+ * - `pending`: not run yet, no failure recorded; also after its lease ended without a settle
+ * - `retrying`: a handler failed it, and it will run again (at `nextAttemptAt`)
+ * - `in-flight`: a relay holds its lease and runs its handlers now
+ * - `delivered`: all its handlers delivered it
+ * - `dead`: it used its attempts; an automatic or an operator's replay may run it again
+ * - `discarded`: set aside by `OutboxAdmin.discard`, never replayed on its own
+ */
+export type OutboxEventState =
+  'pending' | 'retrying' | 'in-flight' | 'delivered' | 'dead' | 'discarded';
+
+/** One event whole, for `OutboxAdmin.show` and `OutboxAdmin.events`. */
 export interface OutboxEventDetail extends OutboxEvent {
+  state: OutboxEventState;
   attempts: number;
   /** Handler name → when it delivered. */
   deliveries: Record<string, string>;
   failures: Record<string, HandlerFailure>;
   lastError: string | null;
   leaseExpiresAt: Date | null;
-  /** Null for a dead event that waits for a replay. */
+  /**
+   * When it is next claimable (for an event in flight: when its lease ends); null once
+   * delivered or discarded, and for a dead event that waits for an operator's replay.
+   */
   nextAttemptAt: Date | null;
   dispatchedAt: Date | null;
   deadAt: Date | null;
@@ -170,48 +175,34 @@ export interface OutboxEventDetail extends OutboxEvent {
   discardReason: string | null;
 }
 
-export interface DeadLetterRow {
-  id: string;
-  type: string;
-  aggregate_type: string;
-  aggregate_id: string;
-  organization_id: string | null;
-  attempts: number;
-  deliveries: Record<string, string>;
-  failures: Record<string, HandlerFailure>;
-  last_error: string | null;
-  occurred_at: Date;
-  dead_at: Date | null;
-  next_attempt_at: Date | null;
-  discarded_at: Date | null;
-  discard_reason: string | null;
-  dead_letter_key: string;
+/**
+ * Which events `OutboxAdmin.events` lists, whatever their state: every condition given must
+ * hold, and at least one must be given. Indexed: `organizationId` with `types` (one index range
+ * per type, read newest first, a page at a time), and `ids`; the other combinations read every
+ * event they match (`organizationId` alone: the organization's events) or, without
+ * `organizationId` and `ids`, the table, within the statement timeout.
+ */
+export interface OutboxEventsFilter {
+  types?: readonly string[];
+  organizationId?: string;
+  aggregateType?: string;
+  aggregateId?: string;
+  /** Only these events (1 to 500 ids): one event by id, within the other conditions. */
+  ids?: readonly string[];
 }
 
-export function toDeadLetter(row: DeadLetterRow): DeadLetter {
-  return {
-    id: row.id,
-    type: row.type,
-    aggregateType: row.aggregate_type,
-    aggregateId: row.aggregate_id,
-    organizationId: row.organization_id,
-    state: row.discarded_at ? 'discarded' : row.dead_at ? 'dead' : 'retrying',
-    attempts: row.attempts,
-    failedHandlers: Object.entries(row.failures)
-      .filter(([name]) => !(name in row.deliveries))
-      .map(([name, failure]) => ({
-        name,
-        failures: failure.count,
-        retryAt: failure.retryAt === null ? null : new Date(failure.retryAt),
-      })),
-    deliveredHandlers: Object.keys(row.deliveries),
-    lastError: row.last_error,
-    occurredAt: row.occurred_at,
-    deadAt: row.dead_at,
-    nextAttemptAt: row.discarded_at ? null : row.next_attempt_at,
-    discardedAt: row.discarded_at,
-    discardReason: row.discard_reason,
-  };
+export interface OutboxEventsPage {
+  /** Items per page, 1 to 500. Default 50. */
+  limit?: number;
+  /** The `next` cursor of the previous page of `events`. */
+  after?: string;
+}
+
+/** A page of `OutboxAdmin.events`, newest first by occurrence. */
+export interface OutboxEventList {
+  items: OutboxEventDetail[];
+  /** Pass as `after` for the next page; null on the last page. */
+  next: string | null;
 }
 
 /**
@@ -251,40 +242,4 @@ export interface DeadLetterChange {
    * a replay), already discarded (for a discard), or under a lease while a relay runs them.
    */
   unchanged: string[];
-}
-
-/** One batch of a change, as the repository runs it. */
-export interface DeadLetterChangeBatch {
-  change: { kind: 'replay'; handlers?: readonly string[] } | { kind: 'discard'; reason: string };
-  filter: DeadLetterFilter;
-  ids: readonly string[] | null;
-  /** Keyset: only ids after this one. */
-  afterId: string;
-  limit: number;
-  dryRun: boolean;
-  actor?: string;
-}
-
-/** The keyset cursor: the last row's sort time (microseconds, UTC) and id, opaque to callers. */
-export function encodeCursor(row: DeadLetterRow): string {
-  return Buffer.from(JSON.stringify([row.dead_letter_key, row.id])).toString('base64url');
-}
-
-/** The cursor's parts, or null when it is not one `encodeCursor` made. */
-export function decodeCursor(cursor: string): { at: string; id: string } | null {
-  try {
-    const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (
-      Array.isArray(parsed) &&
-      parsed.length === 2 &&
-      typeof parsed[0] === 'string' &&
-      /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(parsed[0]) &&
-      isUuid(parsed[1])
-    ) {
-      return { at: parsed[0], id: parsed[1] };
-    }
-  } catch {
-    // Not base64url JSON: reported below like any other foreign cursor.
-  }
-  return null;
 }

@@ -1,28 +1,15 @@
 import { v7 as uuidv7 } from 'uuid';
-import { InvalidOutboxEventError, OutboxPayloadNotSerializableError } from '../outbox.errors';
-import type { NewOutboxEvent } from '../outbox-event.types';
+import { InvalidOutboxEventError, OutboxPayloadNotSerializableError } from '../../outbox.errors';
+import type { NewOutboxEvent } from '../../outbox-event.types';
+import { isUuid } from '../../common/uuid.util';
+import type { EventRow } from '../event-row.mapping';
 import { findJsonProblem, findTextProblem } from './json-serializable.util';
 
-/** An event ready for the enqueue statement: snake_case keys, JSON-safe values, an id. */
-export interface OutboxRow {
-  id: string;
-  type: string;
-  aggregate_type: string;
-  aggregate_id: string;
-  organization_id: string | null;
-  request_id: string | null;
-  payload: unknown;
-  metadata: Record<string, unknown>;
-  causation_id: string | null;
-  correlation_id: string | null;
-}
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** Whether `value` is a UUID in its text form, as the outbox's id columns take it. */
-export function isUuid(value: unknown): value is string {
-  return typeof value === 'string' && UUID.test(value);
-}
+/**
+ * An event ready for the enqueue statement: the row's columns (the database sets
+ * `occurred_at`), JSON-safe values, an id.
+ */
+export type OutboxRow = Omit<EventRow, 'occurred_at'>;
 
 /**
  * Checks one event and shapes it for the enqueue statement. Throws a typed error naming the

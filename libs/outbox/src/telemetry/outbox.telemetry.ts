@@ -1,9 +1,11 @@
 import type * as Otel from '@opentelemetry/api';
 import type { OutboxEvent } from '../outbox-event.types';
-import type { HandlerOutcome } from '../handlers/outbox-handler.types';
-import type { PendingState } from '../outbox-event.types';
+import type { PendingState } from '../store/lease/lease.types';
 import type { OutboxResult } from '../store/outbox.result';
-import { loadOptionalPackage } from './optional-package.util';
+import { loadOptionalPackage } from '../common/optional-package.util';
+
+/** How a handler run ended, as counted here (a `HandlerOutcome`). */
+type RunEnd = { ok: true } | { ok: false; error: unknown; timedOut: boolean };
 
 /** The instrumentation scope: the package's name. */
 export const OUTBOX_INSTRUMENTATION = 'nestjs-lease-outbox';
@@ -23,7 +25,7 @@ const DURATION_BOUNDS = [
 export interface HandlerRunTelemetry {
   /** Runs `fn` with the run's span as the active one, so the handler's own spans nest in it. */
   within<T>(fn: () => T): T;
-  end(outcome: HandlerOutcome): void;
+  end(outcome: RunEnd): void;
 }
 
 const NO_RUN: HandlerRunTelemetry = { within: (fn) => fn(), end: () => undefined };

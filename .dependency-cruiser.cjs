@@ -1,0 +1,96 @@
+// The library's layout, checked by `npm run lint` (dependency-cruiser): no import cycle, type-only
+// imports included, and imports that run one way between the folders of libs/outbox/src, from
+// the Nest face at the top down to the store. Each role reaches the table through its own store.
+const SRC = '^libs/outbox/src/';
+
+/** `from` may not import `to`: one rule per pair of roles that must stay apart. */
+const apart = (name, from, to, comment) => ({
+  name,
+  comment,
+  severity: 'error',
+  from: { path: `${SRC}${from}`, pathNot: '\\.spec\\.ts$' },
+  to: { path: `${SRC}${to}` },
+});
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      comment: 'An import cycle, type-only imports included: the layers no longer read one way.',
+      severity: 'error',
+      from: { path: SRC },
+      to: { circular: true },
+    },
+    apart(
+      'store-is-the-floor',
+      'store/',
+      '(engine|handlers|emit|admin|testing|telemetry)/|outbox\\.(module|health|options)\\.ts|index\\.ts',
+      'The store is spoken to; it speaks to nothing above it.',
+    ),
+    apart(
+      'common-stands-alone',
+      'common/',
+      '(store|engine|handlers|emit|admin|testing|telemetry)/|outbox\\.(module|health|options|errors|messages)\\.ts',
+      'Small utilities every layer may use; they use none of the layers.',
+    ),
+    apart(
+      'telemetry-observes-from-below',
+      'telemetry/',
+      '(engine|handlers|emit|admin|testing)/',
+      'Every layer reports to telemetry, so it cannot depend on them.',
+    ),
+    apart(
+      'emit-knows-no-engine',
+      'emit/',
+      '(engine|handlers|admin|testing)/',
+      'Emitting writes a row; it does not know who delivers it.',
+    ),
+    apart(
+      'handlers-know-no-engine',
+      'handlers/',
+      '(engine|admin|testing)/',
+      'Handlers are run by the engine, never the other way.',
+    ),
+    apart(
+      'engine-knows-no-operator',
+      'engine/',
+      '(admin|testing)/',
+      'Operators and tests drive the engine.',
+    ),
+    apart(
+      'engine-own-store',
+      'engine/',
+      'store/(admin|emit|testing\\.store|handler-transaction\\.store)',
+      'The engine reaches the table through the lease repository, its reports and its sweep.',
+    ),
+    apart(
+      'admin-own-store',
+      'admin/',
+      'store/(lease|emit|testing\\.store|handler-transaction\\.store|retention\\.store)',
+      'OutboxAdmin, its command and dashboard read and change the table through the admin store.',
+    ),
+    apart(
+      'testing-own-store',
+      'testing/',
+      'store/(lease|emit|admin|handler-transaction\\.store|retention\\.store|dispatcher-report\\.store)',
+      'The testing kit uses its own store (and the dispatcher, as an app does).',
+    ),
+    apart(
+      'handlers-own-store',
+      'handlers/',
+      'store/(lease|admin|testing\\.store|retention\\.store|dispatcher-report\\.store)',
+      'Transactional handlers record deliveries through their own store.',
+    ),
+    apart(
+      'no-entry-inside',
+      '(?!index\\.ts$)',
+      'index\\.ts$',
+      'The package entry is for users; inside, import the file that defines the name.',
+    ),
+  ],
+  options: {
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    doNotFollow: { path: 'node_modules' },
+  },
+};

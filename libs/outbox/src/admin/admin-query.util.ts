@@ -1,0 +1,206 @@
+import { decodeCursor, type Keyset } from '../store/admin/keyset-cursor';
+import { InvalidOutboxAdminQueryError } from '../outbox.errors';
+import { isUuid } from '../common/uuid.util';
+import type {
+  DeadLetterFilter,
+  DeadLetterSelector,
+  OutboxEventsFilter,
+} from '../store/admin/dead-letter.types';
+
+/**
+ * `OutboxAdmin`'s input checks: each throws an `InvalidOutboxAdminQueryError` naming the field
+ * and the value, before anything is sent to the database.
+ */
+
+export const DEFAULT_PAGE = 50;
+export const MAX_PAGE = 500;
+const MAX_SELECTED_IDS = 10_000;
+
+/** The conditions of a filter that narrow it; the `include…` switches only widen it. */
+const CONDITIONS = [
+  'types',
+  'handler',
+  'fingerprint',
+  'organizationId',
+  'aggregateType',
+  'aggregateId',
+  'deadAfter',
+  'deadBefore',
+  'errorContains',
+] as const;
+
+export function checkFilter(filter: DeadLetterFilter): void {
+  if (typeof filter !== 'object' || filter === null) {
+    throw new InvalidOutboxAdminQueryError('filter', filter, 'an object');
+  }
+  for (const field of ['includeRetrying', 'includeDiscarded'] as const) {
+    const value = filter[field];
+    if (value !== undefined && typeof value !== 'boolean') {
+      throw new InvalidOutboxAdminQueryError(`filter.${field}`, value, 'a boolean');
+    }
+  }
+  for (const field of ['deadAfter', 'deadBefore'] as const) {
+    const value = filter[field];
+    if (value !== undefined && !(value instanceof Date && Number.isFinite(value.getTime()))) {
+      throw new InvalidOutboxAdminQueryError(`filter.${field}`, value, 'a valid Date');
+    }
+  }
+  if (filter.fingerprint !== undefined && !/^[0-9a-f]{32}$/.test(String(filter.fingerprint))) {
+    throw new InvalidOutboxAdminQueryError(
+      'filter.fingerprint',
+      filter.fingerprint,
+      'a fingerprint of groups (32 hex digits)',
+    );
+  }
+  for (const field of [
+    'handler',
+    'organizationId',
+    'aggregateType',
+    'aggregateId',
+    'errorContains',
+  ] as const) {
+    const value = filter[field];
+    if (value !== undefined && (typeof value !== 'string' || value.length === 0)) {
+      throw new InvalidOutboxAdminQueryError(`filter.${field}`, value, 'a non-empty string');
+    }
+  }
+  checkTypes(filter.types);
+}
+
+export function checkSelector(selector: DeadLetterSelector): {
+  filter: DeadLetterFilter;
+  ids: string[] | null;
+} {
+  if (typeof selector !== 'object' || selector === null) {
+    throw new InvalidOutboxAdminQueryError('selector', selector, '{ ids } or { filter }');
+  }
+  if ('ids' in selector) {
+    const ids: unknown = selector.ids;
+    if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_SELECTED_IDS) {
+      throw new InvalidOutboxAdminQueryError(
+        'selector.ids',
+        ids,
+        `a list of 1 to ${MAX_SELECTED_IDS} event ids`,
+      );
+    }
+    const bad: unknown = ids.find((id) => !isUuid(id));
+    if (bad !== undefined) throw new InvalidOutboxAdminQueryError('selector.ids', bad, 'a UUID');
+    // Named one by one: whatever their state, within what the change applies to.
+    return {
+      filter: { includeRetrying: true, includeDiscarded: true },
+      ids: (ids as string[]).map((id) => id.toLowerCase()),
+    };
+  }
+  const { filter, all } = selector as { filter?: DeadLetterFilter; all?: unknown };
+  if (filter === undefined) {
+    throw new InvalidOutboxAdminQueryError('selector', selector, '{ ids } or { filter }');
+  }
+  checkFilter(filter);
+  if (all !== undefined && typeof all !== 'boolean') {
+    throw new InvalidOutboxAdminQueryError('selector.all', all, 'a boolean');
+  }
+  if (!all && CONDITIONS.every((field) => filter[field] === undefined)) {
+    throw new InvalidOutboxAdminQueryError(
+      'selector.filter',
+      JSON.stringify(filter),
+      'a filter with at least one condition, or `all: true` to select every dead letter',
+    );
+  }
+  return { filter, ids: null };
+}
+
+/** A page size from 1 to MAX_PAGE (DEFAULT_PAGE when absent), and the cursor decoded. */
+export function checkPage(
+  page: { limit?: number; after?: string },
+  cursorKind: string,
+  cursorOf: string,
+): { limit: number; after: Keyset | null } {
+  if (typeof page !== 'object' || page === null) {
+    throw new InvalidOutboxAdminQueryError('page', page, 'an object');
+  }
+  const limit = page.limit ?? DEFAULT_PAGE;
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE) {
+    throw new InvalidOutboxAdminQueryError('page.limit', limit, `an integer from 1 to ${MAX_PAGE}`);
+  }
+  if (page.after === undefined) return { limit, after: null };
+  const after = typeof page.after === 'string' ? decodeCursor(cursorKind, page.after) : null;
+  if (!after) {
+    throw new InvalidOutboxAdminQueryError(
+      'page.after',
+      page.after,
+      `a \`next\` cursor of ${cursorOf}`,
+    );
+  }
+  return { limit, after };
+}
+
+/** What `OutboxAdmin.events` filters by; each is a condition. */
+const EVENT_CONDITIONS = [
+  'types',
+  'organizationId',
+  'aggregateType',
+  'aggregateId',
+  'ids',
+] as const;
+
+/**
+ * A filter of `OutboxAdmin.events`: at least one condition, and no field it does not know (a
+ * misspelt `organizationId` would otherwise list every organization's events).
+ */
+export function checkEventsFilter(filter: OutboxEventsFilter): void {
+  if (typeof filter !== 'object' || filter === null) {
+    throw new InvalidOutboxAdminQueryError('filter', filter, 'an object');
+  }
+  const known: readonly string[] = EVENT_CONDITIONS;
+  for (const [field, value] of Object.entries(filter)) {
+    if (value !== undefined && !known.includes(field)) {
+      throw new InvalidOutboxAdminQueryError(
+        `filter.${field}`,
+        value,
+        `left out: events filters by ${EVENT_CONDITIONS.join(', ')}`,
+      );
+    }
+  }
+  for (const field of ['organizationId', 'aggregateType', 'aggregateId'] as const) {
+    const value = filter[field];
+    if (value !== undefined && (typeof value !== 'string' || value.length === 0)) {
+      throw new InvalidOutboxAdminQueryError(`filter.${field}`, value, 'a non-empty string');
+    }
+  }
+  checkTypes(filter.types);
+  const ids: unknown = filter.ids;
+  if (ids !== undefined) {
+    if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_PAGE) {
+      throw new InvalidOutboxAdminQueryError(
+        'filter.ids',
+        ids,
+        `a list of 1 to ${MAX_PAGE} event ids`,
+      );
+    }
+    const bad: unknown = ids.find((id) => !isUuid(id));
+    if (bad !== undefined) throw new InvalidOutboxAdminQueryError('filter.ids', bad, 'a UUID');
+  }
+  if (EVENT_CONDITIONS.every((field) => filter[field] === undefined)) {
+    throw new InvalidOutboxAdminQueryError(
+      'filter',
+      JSON.stringify(filter),
+      `a filter with at least one of ${EVENT_CONDITIONS.join(', ')}`,
+    );
+  }
+}
+
+function checkTypes(types: unknown): void {
+  if (
+    types !== undefined &&
+    (!Array.isArray(types) ||
+      types.length === 0 ||
+      types.some((t) => typeof t !== 'string' || t.length === 0))
+  ) {
+    // An empty list would match nothing; leave `types` out to mean every type.
+    throw new InvalidOutboxAdminQueryError(
+      'filter.types',
+      types,
+      'a non-empty list of non-empty strings',
+    );
+  }
+}

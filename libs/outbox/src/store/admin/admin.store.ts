@@ -1,0 +1,130 @@
+import type { DataSource } from 'typeorm';
+import type { OutboxResult } from '../outbox.result';
+import { StoreClient, type OutboxStoreOptions } from '../store.client';
+import {
+  DISCARD_SELECTED,
+  REPLAY_SELECTED,
+  changeParameters,
+  type DeadLetterChangeBatch,
+} from './dead-letter-changes.sql';
+import type {
+  DeadLetterFilter,
+  DeadLetterGroup,
+  DeadLetterList,
+  MinuteCount,
+  OutboxEventDetail,
+  OutboxEventList,
+  OutboxEventsFilter,
+  TypeBacklog,
+} from './dead-letter.types';
+import {
+  GROUP_DEAD_LETTERS,
+  groupParameters,
+  listDeadLettersStatement,
+  listParameters,
+  toDeadLetterList,
+  toGroups,
+} from './dead-letters.sql';
+import { FIND_EVENT, findEventParameters, toDetail } from './event-detail.sql';
+import { eventsParameters, listEventsStatement, readsPerType, toEventList } from './events.sql';
+import {
+  BACKLOG_BY_TYPE,
+  LIST_DISPATCHERS,
+  THROUGHPUT,
+  throughputParameters,
+  toBacklog,
+  toDispatchers,
+  toMinuteCounts,
+  type ReportedDispatcher,
+} from './status.sql';
+
+/**
+ * `OutboxAdmin`'s store: dead letters listed, grouped and changed, events listed by type and
+ * organization, one event whole, the backlog by type, throughput and the dispatchers that report
+ * in. Reads that scan grow with the backlog; each is bounded by the statement timeout.
+ */
+export class AdminStore {
+  private readonly client: StoreClient;
+
+  constructor(dataSource: DataSource, options: OutboxStoreOptions = {}) {
+    this.client = new StoreClient(dataSource, options);
+  }
+
+  /** A page of dead letters (see `listDeadLettersStatement`), and the cursor of the next one. */
+  async listDeadLetters(
+    filter: DeadLetterFilter,
+    page: { limit: number; after: { at: string; id: string } | null },
+  ): Promise<OutboxResult<DeadLetterList>> {
+    return this.client.run(
+      'listDeadLetters',
+      listDeadLettersStatement(filter.includeRetrying ?? false),
+      listParameters(filter, page),
+      toDeadLetterList(page.limit),
+    );
+  }
+
+  /** Dead letters grouped by type, failed handler and error fingerprint, largest first. */
+  async groupDeadLetters(
+    filter: DeadLetterFilter,
+    limit: number,
+  ): Promise<OutboxResult<DeadLetterGroup[]>> {
+    return this.client.run(
+      'groupDeadLetters',
+      GROUP_DEAD_LETTERS,
+      groupParameters(filter, limit),
+      toGroups,
+    );
+  }
+
+  /** One event whole, or null when there is none with this id. */
+  async findEvent(id: string): Promise<OutboxResult<OutboxEventDetail | null>> {
+    return this.client.run('findEvent', FIND_EVENT, findEventParameters(id), toDetail);
+  }
+
+  /** A page of events whatever their state (see `listEventsStatement`), and the next cursor. */
+  async listEvents(
+    filter: OutboxEventsFilter,
+    page: { limit: number; after: { at: string; id: string } | null },
+  ): Promise<OutboxResult<OutboxEventList>> {
+    return this.client.run(
+      'listEvents',
+      listEventsStatement(readsPerType(filter)),
+      eventsParameters(filter, page),
+      toEventList(page.limit),
+    );
+  }
+
+  /**
+   * One batch of `OutboxAdmin.replay` or `discard`: the rows that `filter` and `ids` select
+   * after `afterId` (by id), at most `limit`, changed unless `dryRun`, each change recorded as an
+   * `outbox.event.replayed` / `outbox.event.discarded` event in the same statement. Returns the
+   * selected ids in order, each with whether it changed.
+   */
+  async changeDeadLetters(
+    batch: DeadLetterChangeBatch,
+  ): Promise<OutboxResult<{ id: string; type: string; changed: boolean }[]>> {
+    const replay = batch.change.kind === 'replay';
+    return this.client.run(
+      replay ? 'replayDeadLetters' : 'discardDeadLetters',
+      replay ? REPLAY_SELECTED : DISCARD_SELECTED,
+      changeParameters(batch, this.client.channel),
+      (rows: { id: string; type: string; changed: boolean }[]) =>
+        rows.map((row) => ({ id: row.id, type: row.type, changed: row.changed })),
+    );
+  }
+
+  /** Undelivered events by type and state (see `BACKLOG_BY_TYPE`); grows with the backlog. */
+  async backlogByType(): Promise<OutboxResult<TypeBacklog[]>> {
+    return this.client.run('backlogByType', BACKLOG_BY_TYPE, [], toBacklog);
+  }
+
+  /** Events delivered per minute over the last `minutes` minutes (see `THROUGHPUT`). */
+  async throughput(minutes: number): Promise<OutboxResult<MinuteCount[]>> {
+    return this.client.run('throughput', THROUGHPUT, throughputParameters(minutes), toMinuteCounts);
+  }
+
+  /** Every dispatcher's last report, and how long ago it came. */
+  async listDispatchers(): Promise<OutboxResult<ReportedDispatcher[]>> {
+    return this.client.run('listDispatchers', LIST_DISPATCHERS, [], toDispatchers);
+  }
+}

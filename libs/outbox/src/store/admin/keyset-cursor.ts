@@ -1,0 +1,40 @@
+import { isUuid } from '../../common/uuid.util';
+
+/** The last row of a page: its sort time (microseconds, UTC, as text) and id. */
+export interface Keyset {
+  at: string;
+  id: string;
+}
+
+/** The select-list expression of a keyset time: `column` with microseconds, in UTC. */
+export function keysetTime(column: string): string {
+  return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+}
+
+/**
+ * A page's `next` cursor, opaque to callers. Tagged with the listing it belongs to, so that a
+ * cursor of one listing is refused by another.
+ */
+export function encodeCursor(kind: string, keyset: Keyset): string {
+  return Buffer.from(JSON.stringify([kind, keyset.at, keyset.id])).toString('base64url');
+}
+
+/** The keyset of a cursor `encodeCursor(kind, …)` made, or null for anything else. */
+export function decodeCursor(kind: string, cursor: string): Keyset | null {
+  try {
+    const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (
+      Array.isArray(parsed) &&
+      parsed.length === 3 &&
+      parsed[0] === kind &&
+      typeof parsed[1] === 'string' &&
+      /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(parsed[1]) &&
+      isUuid(parsed[2])
+    ) {
+      return { at: parsed[1], id: parsed[2] };
+    }
+  } catch {
+    // Not base64url JSON: reported like any other foreign cursor.
+  }
+  return null;
+}

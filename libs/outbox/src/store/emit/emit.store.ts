@@ -1,0 +1,101 @@
+import type { DataSource, EntityManager } from 'typeorm';
+import { OutboxEventConflictError, OutboxTransactionRequiredError } from '../../outbox.errors';
+import type { NewOutboxEvent } from '../../outbox-event.types';
+import { ok, type OutboxResult } from '../outbox.result';
+import { StoreClient, type OutboxStoreOptions } from '../store.client';
+import {
+  ENQUEUE_MAX_ROWS,
+  FIND_CONFLICTING,
+  WAKE,
+  conflictParameters,
+  enqueueParameters,
+  enqueueStatement,
+  wakeParameters,
+} from './enqueue.sql';
+import { toOutboxRow, type OutboxRow } from './outbox-event.validator';
+
+export interface EnqueueOptions {
+  /**
+   * Queue a NOTIFY with the events (delivered at COMMIT). Default true; false when the caller
+   * coalesces wakes and sends one itself (`wake()`).
+   */
+  notify?: boolean;
+}
+
+/** What an enqueue did with one event. */
+export interface EnqueuedEvent {
+  id: string;
+  /** The id was already present with the same content; nothing was written for it. */
+  duplicate: boolean;
+}
+
+/**
+ * The emit store (`OutboxPublisher`'s): writes events through the caller's transaction and
+ * wakes the dispatchers. Misuse (no transaction, a bad event) throws before any write; database
+ * failures come back as `{ ok: false, error }`.
+ */
+export class OutboxEmitStore {
+  private readonly client: StoreClient;
+
+  constructor(dataSource: DataSource, options: OutboxStoreOptions = {}) {
+    this.client = new StoreClient(dataSource, options);
+  }
+
+  /**
+   * Writes events through the caller's transaction in one statement and queues a NOTIFY on the
+   * same connection, so listeners wake only after COMMIT. Returns, in input order, each id and
+   * whether it was already present (`duplicate`: the same event emitted again, kept as it was).
+   * Throws `OutboxEventConflictError` when an id is present with different content; the caller's
+   * transaction should then roll back.
+   */
+  async enqueue(
+    manager: EntityManager,
+    events: NewOutboxEvent | readonly NewOutboxEvent[],
+    options: EnqueueOptions = {},
+  ): Promise<OutboxResult<EnqueuedEvent[]>> {
+    if (!manager.queryRunner?.isTransactionActive) {
+      throw new OutboxTransactionRequiredError('OutboxEmitStore.enqueue');
+    }
+    const rows = (Array.isArray(events) ? events : [events]).map(toOutboxRow);
+    const notify = options.notify ?? true;
+    const inserted = new Set<string>();
+    for (let start = 0; start < rows.length; start += ENQUEUE_MAX_ROWS) {
+      const chunk = rows.slice(start, start + ENQUEUE_MAX_ROWS);
+      const result = await this.client.runIn(
+        'enqueue',
+        manager,
+        enqueueStatement(chunk.length, notify),
+        enqueueParameters(chunk, notify ? this.client.channel : null),
+        (written: { id: string }[]) => written.forEach((row) => inserted.add(row.id)),
+      );
+      if (!result.ok) return result;
+    }
+    // An id repeated within one call is written once; its later copies are duplicates of it.
+    const seen = new Set<string>();
+    const duplicates: OutboxRow[] = [];
+    const enqueued = rows.map((row) => {
+      const duplicate = !inserted.has(row.id) || seen.has(row.id);
+      seen.add(row.id);
+      if (duplicate) duplicates.push(row);
+      return { id: row.id, duplicate };
+    });
+    if (duplicates.length > 0) {
+      const conflicts = await this.client.runIn(
+        'enqueue',
+        manager,
+        FIND_CONFLICTING,
+        conflictParameters(duplicates),
+        (found: { id: string; type: string }[]) => found,
+      );
+      if (!conflicts.ok) return conflicts;
+      const [conflict] = conflicts.value;
+      if (conflict) throw new OutboxEventConflictError(conflict.id, conflict.type);
+    }
+    return ok(enqueued);
+  }
+
+  /** Sends a NOTIFY on the channel now, on a connection of its own (a coalesced trailing wake). */
+  async wake(): Promise<OutboxResult<void>> {
+    return this.client.run('wake', WAKE, wakeParameters(this.client.channel), () => undefined);
+  }
+}

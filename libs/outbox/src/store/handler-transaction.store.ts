@@ -1,0 +1,117 @@
+import type { DataSource, EntityManager } from 'typeorm';
+import type { OutboxResult } from './outbox.result';
+import { StoreClient, type OutboxStoreOptions } from './store.client';
+
+/** A transaction of one backend: its pid, and its start in microseconds (text, exact). */
+export interface BackendTransaction {
+  pid: number;
+  startedUs: string;
+}
+
+/**
+ * Records one handler's delivery from inside that handler's own transaction (a transactional
+ * handler), only if the claim that ran it still holds the row: same attempt, not settled, not
+ * given back. The row lock it takes is held to COMMIT, so a claim racing it skips the row, and
+ * a claim that won before it makes it match nothing: the caller then rolls the handler's writes
+ * back. An entry already present wins, as in every settle.
+ * $1 id, $2 attempts, $3 handler name.
+ */
+const RECORD_DELIVERY = `
+  UPDATE outbox_event
+  -- The clock, not now(): now() is when the handler's transaction began, before its work.
+  SET deliveries = jsonb_build_object($3::text, clock_timestamp()) || deliveries
+  WHERE id = $1::uuid
+    AND attempts = $2::int
+    AND dispatched_at IS NULL
+    AND lease_expires_at IS NOT NULL
+  RETURNING id
+`;
+
+/**
+ * Opens a transactional handler's transaction: the backend's pid and the transaction's start (in
+ * microseconds), to cancel its statement when the handler runs out of budget, and a statement
+ * timeout for this transaction only, so no single statement of the handler outlives its budget
+ * even if the cancel cannot be sent.
+ * $1 statement timeout ms, as text.
+ */
+const HANDLER_TRANSACTION_SETUP = `
+  SELECT pg_backend_pid() AS pid,
+         (extract(epoch FROM now()) * 1000000)::bigint::text AS started_us,
+         set_config('statement_timeout', $1::text, true) AS timeout
+`;
+
+/**
+ * Cancels the statement a backend is running, only while that backend is still in the given
+ * transaction: a cancel that arrives late must not hit whatever the connection runs next.
+ * $1 pid, $2 transaction start in microseconds (text).
+ */
+const CANCEL_BACKEND = `
+  SELECT coalesce(bool_or(pg_cancel_backend(pid)), false) AS cancelled
+  FROM pg_stat_activity
+  WHERE pid = $1::int
+    AND (extract(epoch FROM xact_start) * 1000000)::bigint = $2::bigint
+`;
+
+/**
+ * The store of transactional handlers (`HandlerTransactions`): sets up a handler's own
+ * transaction, records its delivery inside it, and cancels its statement when its budget runs
+ * out.
+ */
+export class HandlerTransactionStore {
+  private readonly client: StoreClient;
+
+  constructor(dataSource: DataSource, options: OutboxStoreOptions = {}) {
+    this.client = new StoreClient(dataSource, options);
+  }
+
+  /**
+   * Records one handler's delivery inside the handler's own transaction (`manager`), guarded by
+   * the attempt its claim holds. False when the guard failed (the lease was lost and the event
+   * claimed again, or it was settled): the caller must roll the transaction back.
+   */
+  async recordDelivery(
+    manager: EntityManager,
+    delivery: { id: string; attempts: number; handler: string },
+  ): Promise<OutboxResult<boolean>> {
+    return this.client.runIn(
+      'recordDelivery',
+      manager,
+      RECORD_DELIVERY,
+      [delivery.id, delivery.attempts, delivery.handler],
+      (rows: { id: string }[]) => rows.length === 1,
+    );
+  }
+
+  /**
+   * Prepares a transactional handler's transaction: bounds its statements by `budgetMs` and
+   * returns what `cancelBackend` needs to find it.
+   */
+  async prepare(
+    manager: EntityManager,
+    budgetMs: number,
+  ): Promise<OutboxResult<BackendTransaction>> {
+    return this.client.runIn(
+      'prepareHandlerTransaction',
+      manager,
+      HANDLER_TRANSACTION_SETUP,
+      [String(Math.max(1, Math.ceil(budgetMs)))],
+      ([row]: { pid: number; started_us: string }[]) => ({
+        pid: row.pid,
+        startedUs: row.started_us,
+      }),
+    );
+  }
+
+  /**
+   * Cancels the statement of a handler's transaction, from a connection of its own; does
+   * nothing once that backend has left the transaction.
+   */
+  async cancelBackend(transaction: BackendTransaction): Promise<OutboxResult<boolean>> {
+    return this.client.run(
+      'cancelBackend',
+      CANCEL_BACKEND,
+      [transaction.pid, transaction.startedUs],
+      ([row]: { cancelled: boolean }[]) => row.cancelled,
+    );
+  }
+}

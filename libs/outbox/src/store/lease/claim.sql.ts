@@ -1,0 +1,106 @@
+import type { HandlerFailure } from '../outbox-event.entity';
+import { toEvent, type EventRow } from '../event-row.mapping';
+import { typeFilter } from '../store.client';
+import type { ClaimOptions, OutboxRecord } from './lease.types';
+
+/**
+ * Leases due live rows and due dead rows in one statement. Dead replays have a reserved share
+ * of the batch (half of it, rounded down, so a claim of one row never goes to a replay while live
+ * work waits); live rows fill the rest, and dead rows may take what live rows left unused. Rows
+ * another relay holds are skipped, not waited for.
+ *
+ * Each share is a range scan of its due index up to `now()`: a leased row is not in that range
+ * (its next_attempt_at is its lease end), so no lease condition is needed and rows resting in
+ * backoff or under a lease are never read. Claim order is due order: the time each row became
+ * claimable, ties by id (time-ordered UUIDv7, so occurrence order for generated ids).
+ *
+ * The repository runs it with `synchronous_commit` off for its transaction only (see
+ * `OutboxRepository.claim`).
+ * Parameters: see `claimParameters`.
+ */
+const DUE_DEAD = `
+    SELECT id, next_attempt_at
+    FROM outbox_event
+    WHERE dispatched_at IS NULL
+      AND dead_at IS NOT NULL
+      AND discarded_at IS NULL
+      AND next_attempt_at <= now()
+      AND ($3::text[] IS NULL OR type = ANY ($3::text[]))`;
+
+export const CLAIM = `
+  WITH reserved_dead AS (${DUE_DEAD}
+    ORDER BY next_attempt_at, id
+    LIMIT $1::int / 2
+    FOR UPDATE SKIP LOCKED
+  ),
+  due_live AS (
+    SELECT id, next_attempt_at
+    FROM outbox_event
+    WHERE dispatched_at IS NULL
+      AND dead_at IS NULL
+      AND next_attempt_at <= now()
+      AND ($3::text[] IS NULL OR type = ANY ($3::text[]))
+    ORDER BY next_attempt_at, id
+    LIMIT (SELECT $1::int - count(*) FROM reserved_dead)
+    FOR UPDATE SKIP LOCKED
+  ),
+  spare_dead AS (${DUE_DEAD}
+      AND id NOT IN (SELECT id FROM reserved_dead)
+    ORDER BY next_attempt_at, id
+    LIMIT (SELECT $1::int - count(*) FROM (SELECT id FROM reserved_dead
+                                            UNION ALL SELECT id FROM due_live) AS taken)
+    FOR UPDATE SKIP LOCKED
+  ),
+  picked AS (
+    SELECT id, next_attempt_at AS due_at FROM reserved_dead
+    UNION ALL SELECT id, next_attempt_at FROM due_live
+    UNION ALL SELECT id, next_attempt_at FROM spare_dead
+  ),
+  claimed AS (
+    UPDATE outbox_event AS e
+    SET attempts = e.attempts + 1,
+        lease_expires_at = now() + make_interval(secs => $2 / 1000.0),
+        -- Due again when the lease ends, unless a settle or a release reschedules it first.
+        next_attempt_at = now() + make_interval(secs => $2 / 1000.0)
+    -- An id array rather than a join, so the update reaches its rows through the primary key
+    -- instead of a hash join over the whole table.
+    WHERE e.id = ANY (ARRAY(SELECT id FROM picked))
+    RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
+              e.payload, e.metadata, e.occurred_at, e.causation_id, e.correlation_id,
+              e.attempts, e.lease_expires_at, e.deliveries, e.failures, e.dead_at, e.last_error,
+              -- The claim's own clock: handlers' retry times are compared with it.
+              now() AS claimed_at
+  )
+  SELECT claimed.*
+  FROM claimed
+  JOIN picked USING (id)
+  ORDER BY picked.due_at, id
+`;
+
+/** $1 limit, $2 lease ms, $3 types (text[] or null). */
+export function claimParameters(options: ClaimOptions): unknown[] {
+  return [options.limit, options.leaseMs, typeFilter(options)];
+}
+
+interface ClaimedRow extends EventRow {
+  attempts: number;
+  lease_expires_at: Date;
+  deliveries: Record<string, string>;
+  failures: Record<string, HandlerFailure>;
+  dead_at: Date | null;
+  last_error: string | null;
+  claimed_at: Date;
+}
+
+export function toRecords(rows: ClaimedRow[]): OutboxRecord[] {
+  return rows.map((row) => ({
+    ...toEvent(row),
+    attempts: row.attempts,
+    claimedAt: row.claimed_at,
+    leaseExpiresAt: row.lease_expires_at,
+    deliveries: row.deliveries,
+    failures: row.failures,
+    deadAt: row.dead_at,
+    lastError: row.last_error,
+  }));
+}

@@ -1,0 +1,124 @@
+import type { OutboxEvent } from '../../outbox-event.types';
+import type { HandlerFailure } from '../outbox-event.entity';
+
+/** An outbox row as a claim returns it: the event, leased to the caller for `attempts`. */
+export interface OutboxRecord<P = unknown> extends OutboxEvent<P> {
+  /** The attempt this claim holds; settles must present it. */
+  attempts: number;
+  /** When the claim ran, by the database clock: retry times are compared with it. */
+  claimedAt: Date;
+  leaseExpiresAt: Date;
+  /** Handlers already delivered, by name, with their delivery time (ISO text). */
+  deliveries: Record<string, string>;
+  /** Handlers that failed before, by name: how often, and when each may run again. */
+  failures: Record<string, HandlerFailure>;
+  /** Set when the event ran out of attempts; a claimed dead row is a replay. */
+  deadAt: Date | null;
+  lastError: string | null;
+}
+
+export interface ClaimOptions {
+  /**
+   * Most rows to claim. Due dead rows are reserved half of it, rounded down, and may take what
+   * live rows leave, so replays neither starve live work nor are starved by it.
+   */
+  limit: number;
+  /** How long the claim holds each row before another relay may take it. */
+  leaseMs: number;
+  /** Only these event types (a dedicated worker pool); all types when absent. */
+  types?: readonly string[];
+}
+
+/** The result of one handler run, reported back at settle time. */
+export interface DeliveredSettle {
+  id: string;
+  /** The attempt count the claim returned; a settle with another count writes nothing. */
+  attempts: number;
+  /** Handlers that succeeded in this attempt; merged into `deliveries` server side. */
+  handlers: readonly string[];
+}
+
+export interface FailedSettle extends DeliveredSettle {
+  /** Handlers that failed in this attempt (all handlers left, once dead), named in the dead announcement. */
+  failedHandlers: readonly string[];
+  /** What was thrown; stored scrubbed and bounded as `last_error`. Null keeps the last one. */
+  error: unknown;
+  /** Delay before the next attempt when no handler of `pending` has a retry time. */
+  retryDelayMs: number;
+  /** Each failed handler's new failure count, and its delay before it may run again (null: used up). */
+  failures: readonly { handler: string; count: number; delayMs: number | null }[];
+  /** Handlers still retrying: the event is due at the earliest of their retry times. */
+  pending: readonly string[];
+  /** Every handler left has used its attempts: the event becomes dead (announced once). */
+  dead: boolean;
+}
+
+export interface MarkFailedOptions {
+  /**
+   * How long a row that is or becomes dead rests before its next replay; Infinity: no automatic
+   * replay, the row waits for `OutboxAdmin.replay`.
+   */
+  deadRetryMs: number;
+  /** `deadRetryMs` for these event types. */
+  deadRetryByType?: Readonly<Record<string, number>>;
+}
+
+export interface SettleOutcome {
+  /** Rows written. */
+  settled: string[];
+  /** Rows left untouched: their lease was lost and another claim holds a newer attempt. */
+  stale: string[];
+}
+
+export interface FailOutcome extends SettleOutcome {
+  /** Rows that became dead in this settle; each was announced once with `outbox.event.dead`. */
+  newlyDead: string[];
+}
+
+/** Counts by state and timings of the unsettled rows; see `OutboxRepository.pendingState`. */
+export interface PendingState {
+  /** Milliseconds until the next row is due (0 when one is due now); null when nothing waits. */
+  nextDueInMs: number | null;
+  /**
+   * How long the oldest claimable live event has waited since it became due, in milliseconds;
+   * null when none is due. Events resting in backoff are not lag.
+   */
+  oldestDueWaitMs: number | null;
+  /** Live events ready to be claimed now (never claimed, or retry time reached, or given back). */
+  due: number;
+  /** Live events resting until their next attempt (after a failure). */
+  retrying: number;
+  /** Live events under a lease: a relay is running their handlers. */
+  inFlight: number;
+  /**
+   * Live events whose lease ended without a settle (a relay crashed or stalled); claimable
+   * again, and not counted in `due`.
+   */
+  expiredLeases: number;
+  /**
+   * Events that ran out of attempts and are not discarded; replayed every `deadRetryMs` (unless
+   * it is 0) and by `OutboxAdmin.replay`.
+   */
+  dead: number;
+  /**
+   * The cap each count was read with: a count equal to it means "at least this many". Null when
+   * the counts are exact (`exactState`).
+   */
+  countLimit: number | null;
+}
+
+/** Options of `nextDue` and `exactState`. */
+export interface TypeFilterOptions {
+  /** Only these event types; all types when absent. */
+  types?: readonly string[];
+}
+
+export interface PendingStateOptions {
+  /** Only these event types; all types when absent. */
+  types?: readonly string[];
+  /**
+   * Most index entries each count reads, so the query costs the same at any backlog; counts
+   * stop at this value. Default 1000.
+   */
+  countLimit?: number;
+}

@@ -1,0 +1,178 @@
+import type { DataSource } from 'typeorm';
+import { ok, type OutboxResult } from '../outbox.result';
+import { StoreClient, type OutboxStoreOptions } from '../store.client';
+import { CLAIM, claimParameters, toRecords } from './claim.sql';
+import type {
+  ClaimOptions,
+  DeliveredSettle,
+  FailedSettle,
+  FailOutcome,
+  MarkFailedOptions,
+  OutboxRecord,
+  PendingState,
+  PendingStateOptions,
+  SettleOutcome,
+  TypeFilterOptions,
+} from './lease.types';
+import { RELEASE, releaseParameters } from './release.sql';
+import {
+  MARK_DELIVERED,
+  MARK_FAILED,
+  markDeliveredParameters,
+  markFailedParameters,
+} from './settle.sql';
+import {
+  EXACT_STATE,
+  NEXT_DUE,
+  PENDING_STATE,
+  pendingStateParameters,
+  toNextDue,
+  toPendingState,
+  typeParameters,
+} from './state.sql';
+
+export type OutboxRepositoryOptions = OutboxStoreOptions;
+
+const DEFAULT_COUNT_LIMIT = 1000;
+
+/**
+ * The lease repository (the engine's store): claims due events under a lease, settles them
+ * (delivered, failed, dead) guarded by the attempt each claim returned, gives unstarted claims
+ * back, and reads when the next event is due and how many wait in each state. Database failures
+ * come back as `{ ok: false, error }` with a scrubbed `OutboxStoreError`.
+ */
+export class OutboxRepository {
+  private readonly client: StoreClient;
+
+  constructor(dataSource: DataSource, options: OutboxRepositoryOptions = {}) {
+    this.client = new StoreClient(dataSource, options);
+  }
+
+  /** NOTIFY channel the settles that make work due signal on. */
+  get channel(): string {
+    return this.client.channel;
+  }
+
+  /**
+   * Leases due live and dead rows for `leaseMs`. Claim order is due order: the time each row
+   * became claimable, ties by id (time-ordered UUIDv7, so occurrence order for generated ids).
+   */
+  async claim(options: ClaimOptions): Promise<OutboxResult<OutboxRecord[]>> {
+    return this.client.run('claim', CLAIM, claimParameters(options), toRecords, {
+      // A claim lost in a server crash only makes its rows claimable again at once, which is
+      // what a lease that never happened should mean; settles keep the server's durability.
+      asyncCommit: true,
+    });
+  }
+
+  /** Marks rows delivered; rows whose attempt count moved on are reported stale and untouched. */
+  async markDelivered(settles: readonly DeliveredSettle[]): Promise<OutboxResult<SettleOutcome>> {
+    if (settles.length === 0) return ok({ settled: [], stale: [] });
+    return this.client.run(
+      'markDelivered',
+      MARK_DELIVERED,
+      markDeliveredParameters(settles),
+      (rows: { id: string }[]) => splitStale(settles, rows),
+    );
+  }
+
+  /**
+   * Records failed attempts: each failed handler's count and retry time (`failures`), and the
+   * event due at the earliest retry of its `pending` handlers (or after `retryDelayMs`); or, when
+   * the settle says `dead`, the dead state with one `outbox.event.dead` announcement written in
+   * the same statement. A row that is or becomes dead is replayed after `deadRetryMs`. A row no
+   * longer leased (already settled or given back for this attempt) is reported stale.
+   */
+  async markFailed(
+    settles: readonly FailedSettle[],
+    options: MarkFailedOptions,
+  ): Promise<OutboxResult<FailOutcome>> {
+    if (settles.length === 0) return ok({ settled: [], stale: [], newlyDead: [] });
+    return this.client.run(
+      'markFailed',
+      MARK_FAILED,
+      markFailedParameters(settles, options, this.client.channel),
+      (rows: { id: string; becomes_dead: boolean }[]) => ({
+        ...splitStale(settles, rows),
+        newlyDead: rows.filter((row) => row.becomes_dead).map((row) => row.id),
+      }),
+    );
+  }
+
+  /**
+   * Gives back claimed rows whose handlers never started, so another instance can take them at
+   * once; the attempt that never ran is not counted.
+   */
+  async release(
+    claims: readonly { id: string; attempts: number }[],
+  ): Promise<OutboxResult<SettleOutcome>> {
+    if (claims.length === 0) return ok({ settled: [], stale: [] });
+    return this.client.run(
+      'release',
+      RELEASE,
+      releaseParameters(claims, this.client.channel),
+      (rows: { id: string }[]) => splitStale(claims, rows),
+    );
+  }
+
+  /**
+   * Milliseconds until the earliest unsettled row (live or dead) is due: 0 when one is due now,
+   * null when nothing is unsettled. Two index probes, whatever the backlog.
+   */
+  async nextDue(options: TypeFilterOptions = {}): Promise<OutboxResult<number | null>> {
+    return this.client.run('nextDue', NEXT_DUE, typeParameters(options), toNextDue);
+  }
+
+  /**
+   * When the next row is due, how long the oldest due row has waited, and counts by state, at a
+   * cost that does not grow with the backlog: each count reads at most `countLimit` index
+   * entries (default 1000) and stops there, so a count equal to `countLimit` means "at least".
+   */
+  async pendingState(options: PendingStateOptions = {}): Promise<OutboxResult<PendingState>> {
+    const countLimit = options.countLimit ?? DEFAULT_COUNT_LIMIT;
+    if (!Number.isSafeInteger(countLimit) || countLimit < 1) {
+      throw new RangeError(
+        `pendingState: countLimit must be a positive integer, got ${countLimit}`,
+      );
+    }
+    return this.client.run(
+      'pendingState',
+      PENDING_STATE,
+      pendingStateParameters(options, countLimit),
+      toPendingState(countLimit),
+    );
+  }
+
+  /**
+   * `pendingState` with exact counts (`countLimit` null), for an admin page. It scans every
+   * unsettled row, so its cost grows with the backlog: keep it off probes and hot paths.
+   */
+  async exactState(options: TypeFilterOptions = {}): Promise<OutboxResult<PendingState>> {
+    return this.client.run(
+      'exactState',
+      EXACT_STATE,
+      typeParameters(options),
+      toPendingState(null),
+    );
+  }
+
+  /**
+   * Gives up on every statement of the repository's own still waiting for an answer (see
+   * `StoreClient.abandonInFlight`): rows whose settle was lost keep their lease and are claimed
+   * again after it.
+   */
+  abandonInFlight(): void {
+    this.client.abandonInFlight();
+  }
+}
+
+function splitStale(
+  settles: readonly { id: string }[],
+  written: readonly { id: string }[],
+): SettleOutcome {
+  const settledIds = new Set(written.map((row) => row.id));
+  return {
+    settled: settles.filter((s) => settledIds.has(s.id)).map((s) => s.id),
+    stale: settles.filter((s) => !settledIds.has(s.id)).map((s) => s.id),
+  };
+}

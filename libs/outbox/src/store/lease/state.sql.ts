@@ -1,0 +1,187 @@
+import { NEVER_DUE } from '../outbox-row.sql';
+import { toDueInMs, toWaitMs, typeFilter } from '../store.client';
+import type { PendingState, TypeFilterOptions } from './lease.types';
+
+/** The first entry of each due index: the earliest due time of a live, and of a dead, row. $1 types. */
+const EARLIEST_LIVE = `(
+  SELECT next_attempt_at
+  FROM outbox_event
+  WHERE dispatched_at IS NULL
+    AND dead_at IS NULL
+    AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
+  ORDER BY next_attempt_at
+  LIMIT 1)`;
+const EARLIEST_DEAD = `(
+  SELECT next_attempt_at
+  FROM outbox_event
+  WHERE dispatched_at IS NULL
+    AND dead_at IS NOT NULL
+    AND discarded_at IS NULL
+    -- A row waiting for a replay is not due, ever.
+    AND next_attempt_at < ${NEVER_DUE}
+    AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
+  ORDER BY next_attempt_at
+  LIMIT 1)`;
+
+/**
+ * Milliseconds until the earliest unsettled row is due (negative when one is already due; null
+ * when none is unsettled): the first entry of each due index, two index probes.
+ * $1 types (text[] or null).
+ */
+export const NEXT_DUE = `
+  SELECT (extract(epoch FROM least(
+            ${EARLIEST_LIVE},
+            ${EARLIEST_DEAD}
+          ) - now()) * 1000)::float8 AS next_due_in_ms
+`;
+
+/**
+ * Counts and timings for the dispatcher's next wake and for health reports, at a cost that does
+ * not grow with the backlog: timings are index probes, and each count stops after $2 index
+ * entries (a count equal to $2 means "at least"). A live row is due (claimable, never leased or
+ * given back), retrying (resting until its next attempt), in flight (under a lease) or an
+ * expired lease (its lease ended without a settle: a relay crashed or stalled; claimable again).
+ * Lag is how long the oldest claimable live row has waited since it became claimable, so rows
+ * resting in backoff are not lag.
+ *
+ * Leases are counted on the small leased index. Due and retrying rows share the due index with
+ * leased ones (a leased row's next_attempt_at is its lease end: expired leases sit in the due
+ * range, leases in flight beyond it), so each range is counted up to $2 plus the leases in it,
+ * and the leases are subtracted. The ORDER BY of every count follows its index, which keeps the
+ * planner on the index: a LIMIT without it can look cheaper as a sequential scan.
+ * When expired leases reach $2, `due` may include some of them.
+ * $1 types (text[] or null), $2 count limit.
+ */
+export const PENDING_STATE = `
+  WITH leases AS (
+    SELECT
+      (SELECT count(*)
+       FROM (SELECT 1
+             FROM outbox_event
+             WHERE dispatched_at IS NULL
+               AND lease_expires_at IS NOT NULL
+               AND lease_expires_at > now()
+               AND dead_at IS NULL
+               AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
+             ORDER BY lease_expires_at
+             LIMIT $2::int) AS leased)::int AS in_flight,
+      (SELECT count(*)
+       FROM (SELECT 1
+             FROM outbox_event
+             WHERE dispatched_at IS NULL
+               AND lease_expires_at IS NOT NULL
+               AND lease_expires_at <= now()
+               AND dead_at IS NULL
+               AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
+             ORDER BY lease_expires_at
+             LIMIT $2::int) AS expired)::int AS expired_leases
+  ),
+  -- MATERIALIZED: the final SELECT names each figure more than once, and each probe runs once.
+  ranges AS MATERIALIZED (
+    SELECT
+      (SELECT count(*)
+       FROM (SELECT 1
+             FROM outbox_event
+             WHERE dispatched_at IS NULL
+               AND dead_at IS NULL
+               AND next_attempt_at <= now()
+               AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
+             ORDER BY next_attempt_at
+             LIMIT $2::int + (SELECT expired_leases FROM leases)) AS due)::int AS due_range,
+      (SELECT count(*)
+       FROM (SELECT 1
+             FROM outbox_event
+             WHERE dispatched_at IS NULL
+               AND dead_at IS NULL
+               AND next_attempt_at > now()
+               AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
+             ORDER BY next_attempt_at
+             LIMIT $2::int + (SELECT in_flight FROM leases)) AS later)::int AS later_range,
+      (SELECT count(*)
+       FROM (SELECT 1
+             FROM outbox_event
+             WHERE dispatched_at IS NULL
+               AND dead_at IS NOT NULL
+               AND discarded_at IS NULL
+               AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
+             ORDER BY next_attempt_at
+             LIMIT $2::int) AS dead)::int AS dead,
+      ${EARLIEST_LIVE} AS live_due_at,
+      ${EARLIEST_DEAD} AS dead_due_at
+  )
+  SELECT
+    least($2::int, greatest(0, r.due_range - l.expired_leases)) AS due,
+    least($2::int, greatest(0, r.later_range - l.in_flight)) AS retrying,
+    l.in_flight,
+    l.expired_leases,
+    r.dead,
+    (extract(epoch FROM least(r.live_due_at, r.dead_due_at) - now()) * 1000)::float8
+      AS next_due_in_ms,
+    CASE WHEN r.live_due_at <= now()
+      THEN (extract(epoch FROM now() - r.live_due_at) * 1000)::float8
+    END AS oldest_due_wait_ms
+  FROM leases AS l, ranges AS r
+`;
+
+/**
+ * PENDING_STATE with exact counts, for an admin page: it reads every unsettled row, so its cost
+ * grows with the backlog. $1 types (text[] or null).
+ */
+export const EXACT_STATE = `
+  SELECT
+    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
+                       AND next_attempt_at <= now())::int AS due,
+    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
+                       AND next_attempt_at > now())::int AS retrying,
+    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at > now())::int AS in_flight,
+    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at <= now())::int AS expired_leases,
+    count(*) FILTER (WHERE dead_at IS NOT NULL)::int AS dead,
+    (extract(epoch FROM min(next_attempt_at) FILTER (WHERE next_attempt_at < ${NEVER_DUE}) - now())
+     * 1000)::float8 AS next_due_in_ms,
+    CASE WHEN min(next_attempt_at) FILTER (WHERE dead_at IS NULL) <= now()
+      THEN (extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE dead_at IS NULL))
+            * 1000)::float8
+    END AS oldest_due_wait_ms
+  FROM outbox_event
+  WHERE dispatched_at IS NULL
+    AND discarded_at IS NULL
+    AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
+`;
+
+/** NEXT_DUE and EXACT_STATE: $1 types (text[] or null). */
+export function typeParameters(options: TypeFilterOptions): unknown[] {
+  return [typeFilter(options)];
+}
+
+/** PENDING_STATE: $1 types (text[] or null), $2 count limit. */
+export function pendingStateParameters(options: TypeFilterOptions, countLimit: number): unknown[] {
+  return [typeFilter(options), countLimit];
+}
+
+export function toNextDue([row]: { next_due_in_ms: number | null }[]): number | null {
+  return toDueInMs(row.next_due_in_ms);
+}
+
+interface StateRow {
+  due: number;
+  retrying: number;
+  in_flight: number;
+  expired_leases: number;
+  dead: number;
+  next_due_in_ms: number | null;
+  oldest_due_wait_ms: number | null;
+}
+
+/** The state row of PENDING_STATE (`countLimit` its cap) or EXACT_STATE (`countLimit` null). */
+export function toPendingState(countLimit: number | null) {
+  return ([row]: StateRow[]): PendingState => ({
+    nextDueInMs: toDueInMs(row.next_due_in_ms),
+    oldestDueWaitMs: toWaitMs(row.oldest_due_wait_ms),
+    due: row.due,
+    retrying: row.retrying,
+    inFlight: row.in_flight,
+    expiredLeases: row.expired_leases,
+    dead: row.dead,
+    countLimit,
+  });
+}

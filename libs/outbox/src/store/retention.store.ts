@@ -1,0 +1,94 @@
+import type { DataSource } from 'typeorm';
+import { ok, type OutboxResult } from './outbox.result';
+import { StoreClient, type OutboxStoreOptions } from './store.client';
+
+export interface SweepOptions {
+  /** Delivered rows older than this are deleted. */
+  retentionMs: number;
+  /** Rows per delete statement; small batches keep locks and WAL bursts short. */
+  batchSize: number;
+  /** Stop after this many batches in one sweep (unbounded when absent). */
+  maxBatches?: number;
+  /** Stop between batches once aborted (shutdown). */
+  signal?: AbortSignal;
+}
+
+/**
+ * Deletes one batch of rows whose `kept since` column is older than the retention, oldest first;
+ * rows locked by anyone are skipped rather than waited for.
+ * $1 retention ms, $2 batch size.
+ */
+function sweepBatch(keptSince: string, undelivered: boolean): string {
+  return `
+  WITH expired AS (
+    SELECT id
+    FROM outbox_event
+    WHERE ${undelivered ? 'dispatched_at IS NULL AND ' : ''}${keptSince} < now() - make_interval(secs => $1 / 1000.0)
+    ORDER BY ${keptSince}
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+  ),
+  deleted AS (
+    DELETE FROM outbox_event AS e
+    USING expired
+    WHERE e.id = expired.id
+    RETURNING 1
+  )
+  SELECT count(*)::int AS deleted FROM deleted
+`;
+}
+
+/** Delivered rows past the retention. Live and dead rows are never candidates. */
+const SWEEP_BATCH = sweepBatch('dispatched_at', false);
+
+/** Discarded rows past their retention (`retention.discardedRetentionMs`). */
+const SWEEP_DISCARDED_BATCH = sweepBatch('discarded_at', true);
+
+/** The retention store (`OutboxRetentionSweeper`'s): deletes what was kept long enough. */
+export class RetentionStore {
+  private readonly client: StoreClient;
+
+  constructor(dataSource: DataSource, options: OutboxStoreOptions = {}) {
+    this.client = new StoreClient(dataSource, options);
+  }
+
+  /**
+   * Deletes delivered rows older than the retention, one short batch per statement, until a
+   * batch comes back short (or `maxBatches` is reached). Returns how many rows were deleted.
+   */
+  async sweep(options: SweepOptions): Promise<OutboxResult<number>> {
+    return this.sweepWith('sweep', SWEEP_BATCH, options);
+  }
+
+  /**
+   * Deletes discarded rows kept longer than `retentionMs`, in batches as `sweep` does. Returns
+   * how many rows were deleted.
+   */
+  async sweepDiscarded(options: SweepOptions): Promise<OutboxResult<number>> {
+    return this.sweepWith('sweepDiscarded', SWEEP_DISCARDED_BATCH, options);
+  }
+
+  private async sweepWith(
+    operation: string,
+    statement: string,
+    options: SweepOptions,
+  ): Promise<OutboxResult<number>> {
+    let total = 0;
+    for (
+      let batch = 0;
+      batch < (options.maxBatches ?? Infinity) && !options.signal?.aborted;
+      batch++
+    ) {
+      const result = await this.client.run(
+        operation,
+        statement,
+        [options.retentionMs, options.batchSize],
+        ([row]: { deleted: number }[]) => row.deleted,
+      );
+      if (!result.ok) return result;
+      total += result.value;
+      if (result.value < options.batchSize) break;
+    }
+    return ok(total);
+  }
+}

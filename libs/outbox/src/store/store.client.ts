@@ -1,0 +1,131 @@
+import type { DataSource, EntityManager } from 'typeorm';
+import { DEFAULT_OUTBOX_CHANNEL } from '../outbox.constants';
+import { OutboxStoreError } from '../outbox.errors';
+import { scrubError } from '../common/scrub-error.util';
+import { hasPoolDriver, runBounded, type StatementBounds } from './bounded-statement.util';
+import { fail, ok, type OutboxResult } from './outbox.result';
+
+/** What every store is built with. */
+export interface OutboxStoreOptions {
+  /** NOTIFY channel signalled by every enqueue; listeners LISTEN on the same name. */
+  channel?: string;
+  /** `statement_timeout` of the store's own statements (not of those in a caller's transaction). Default 5000. */
+  statementTimeoutMs?: number;
+  /** `lock_timeout` of the store's own statements (not of those in a caller's transaction). Default 2000. */
+  lockTimeoutMs?: number;
+}
+
+const DEFAULT_STATEMENT_TIMEOUT_MS = 5000;
+const DEFAULT_LOCK_TIMEOUT_MS = 2000;
+
+/**
+ * How a store reaches PostgreSQL: its own statements, each in a short transaction of its own
+ * bounded in time (see `runBounded`), or a statement in the caller's transaction. Database
+ * failures come back as `{ ok: false, error }` with a scrubbed `OutboxStoreError`; the rows are
+ * mapped by the statement's own mapping.
+ */
+export class StoreClient {
+  readonly channel: string;
+  private readonly bounds: StatementBounds;
+  private inFlight = new AbortController();
+
+  constructor(
+    private readonly dataSource: DataSource,
+    options: OutboxStoreOptions = {},
+  ) {
+    this.channel = options.channel ?? DEFAULT_OUTBOX_CHANNEL;
+    this.bounds = {
+      statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+      lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS,
+    };
+  }
+
+  /** One of the store's own statements, bounded in time (see `runBounded`). */
+  async run<R, T>(
+    operation: string,
+    sql: string,
+    parameters: unknown[],
+    map: (rows: R) => T,
+    options: { asyncCommit?: boolean } = {},
+  ): Promise<OutboxResult<T>> {
+    if (!hasPoolDriver(this.dataSource)) {
+      return fail(
+        new OutboxStoreError(operation, 'the DataSource is not a PostgreSQL one', undefined),
+      );
+    }
+    let rows: unknown[];
+    try {
+      rows = await runBounded(this.dataSource, sql, parameters, {
+        ...this.bounds,
+        ...options,
+        signal: this.inFlight.signal,
+      });
+    } catch (err) {
+      return fail(toStoreError(operation, err));
+    }
+    return ok(map(rows as R));
+  }
+
+  /** A statement in the caller's transaction, under the caller's own settings. */
+  async runIn<R, T>(
+    operation: string,
+    manager: EntityManager,
+    sql: string,
+    parameters: unknown[],
+    map: (rows: R) => T,
+  ): Promise<OutboxResult<T>> {
+    let rows: R;
+    try {
+      // A structured result gives the rows whatever the statement's command.
+      rows = (await manager.queryRunner!.query(sql, parameters, true)).records as R;
+    } catch (err) {
+      return fail(toStoreError(operation, err));
+    }
+    return ok(map(rows));
+  }
+
+  /**
+   * Gives up on every statement of the store's own still waiting for an answer, discarding
+   * their connections, so a shutdown out of time leaves no pool connection checked out (the
+   * DataSource could not close while one is). Their callers get a failed result.
+   */
+  abandonInFlight(): void {
+    const current = this.inFlight;
+    this.inFlight = new AbortController();
+    current.abort();
+  }
+}
+
+function toStoreError(operation: string, err: unknown): OutboxStoreError {
+  const driverError = (err as { driverError?: unknown }).driverError ?? err;
+  const { code, constraint } = driverError as { code?: unknown; constraint?: unknown };
+  // Only the driver's own message: TypeORM's wrapper and the driver error also hold the query
+  // and its parameters, which must not travel any further.
+  const message =
+    driverError instanceof Error
+      ? driverError.message
+      : typeof driverError === 'string'
+        ? driverError
+        : 'unknown failure';
+  return new OutboxStoreError(
+    operation,
+    scrubError(message),
+    typeof code === 'string' ? code : undefined,
+    typeof constraint === 'string' ? constraint : undefined,
+  );
+}
+
+/** A type filter as the statements take it: text[], or null for every type. */
+export function typeFilter(options: { types?: readonly string[] }): string[] | null {
+  return options.types?.length ? [...options.types] : null;
+}
+
+/** A due time from the database as ms from now: never negative, null stays null. */
+export function toDueInMs(ms: number | null): number | null {
+  return ms === null ? null : Math.max(0, Math.ceil(ms));
+}
+
+/** A wait from the database in whole ms: never negative, null stays null. */
+export function toWaitMs(ms: number | null): number | null {
+  return ms === null ? null : Math.max(0, Math.floor(ms));
+}
