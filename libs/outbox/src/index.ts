@@ -85,7 +85,6 @@ export type {
   ClaimOptions,
   DeliveredSettle,
   FailedSettle,
-  FailOutcome,
   MarkFailedOptions,
   OutboxRecord,
   PendingState,

@@ -1,4 +1,4 @@
-import { decodeCursor, type Keyset } from '../store/admin/keyset-cursor';
+import { decodeCursor, type Keyset } from '../store/admin/keyset-cursor.util';
 import { InvalidOutboxAdminQueryError } from '../outbox.errors';
 import { isUuid } from '../common/uuid.util';
 import type {

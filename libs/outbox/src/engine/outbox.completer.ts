@@ -1,5 +1,10 @@
 import { Logger } from '@nestjs/common';
-import type { DeliveredSettle, FailedSettle, OutboxRecord } from '../store/lease/lease.types';
+import type {
+  DeliveredSettle,
+  FailedSettle,
+  OutboxRecord,
+  SettleOutcome,
+} from '../store/lease/lease.types';
 import type { OutboxResult } from '../store/outbox.result';
 import type { OutboxRepository } from '../store/lease/outbox.repository';
 import { RateLimitedLog } from '../common/rate-limited-log.util';
@@ -251,10 +256,7 @@ export class OutboxCompleter {
     this.flushes.add(flush);
   }
 
-  private async statement(
-    kind: Kind,
-    batch: Pending[],
-  ): Promise<OutboxResult<{ settled: string[]; stale: string[]; newlyDead?: string[] }>> {
+  private async statement(kind: Kind, batch: Pending[]): Promise<OutboxResult<SettleOutcome>> {
     if (kind === 'delivered') {
       return this.repository.markDelivered(
         batch.map((p) => (p.item as Extract<Settle, { kind: 'delivered' }>).settle),
@@ -273,11 +275,7 @@ export class OutboxCompleter {
     return this.repository.release(batch.map((p) => p.item.settle));
   }
 
-  private apply(
-    kind: Kind,
-    batch: Pending[],
-    result: OutboxResult<{ settled: string[]; stale: string[]; newlyDead?: string[] }>,
-  ): void {
+  private apply(kind: Kind, batch: Pending[], result: OutboxResult<SettleOutcome>): void {
     if (!result.ok) return this.retryOrGiveUp(batch, result.error.message, result.error.code);
     this.currentFailure = null;
     const stale = new Set(result.value.stale);

@@ -1,5 +1,5 @@
 import type { HandlerFailure } from '../outbox-event.entity';
-import { encodeCursor, keysetTime } from './keyset-cursor';
+import { encodeCursor, keysetTime } from './keyset-cursor.util';
 import {
   DEAD_LETTER_FILTER,
   NEXT_ATTEMPT,

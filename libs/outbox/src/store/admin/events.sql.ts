@@ -1,5 +1,5 @@
 import type { OutboxEventList, OutboxEventsFilter } from './dead-letter.types';
-import { encodeCursor, keysetTime } from './keyset-cursor';
+import { encodeCursor, keysetTime } from './keyset-cursor.util';
 import { EVENT_DETAIL_COLUMNS, toEventDetail, type DetailRow } from './event-detail.sql';
 
 /**

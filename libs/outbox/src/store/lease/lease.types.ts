@@ -63,16 +63,17 @@ export interface MarkFailedOptions {
   deadRetryByType?: Readonly<Record<string, number>>;
 }
 
+/** What one settle statement wrote. */
 export interface SettleOutcome {
   /** Rows written. */
   settled: string[];
   /** Rows left untouched: their lease was lost and another claim holds a newer attempt. */
   stale: string[];
-}
-
-export interface FailOutcome extends SettleOutcome {
-  /** Rows that became dead in this settle; each was announced once with `outbox.event.dead`. */
-  newlyDead: string[];
+  /**
+   * `markFailed` only: rows that became dead in this settle; each was announced once with
+   * `outbox.event.dead`.
+   */
+  newlyDead?: string[];
 }
 
 /** Counts by state and timings of the unsettled rows; see `OutboxRepository.pendingState`. */

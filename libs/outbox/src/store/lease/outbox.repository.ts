@@ -6,7 +6,6 @@ import type {
   ClaimOptions,
   DeliveredSettle,
   FailedSettle,
-  FailOutcome,
   MarkFailedOptions,
   OutboxRecord,
   PendingState,
@@ -86,7 +85,7 @@ export class OutboxRepository {
   async markFailed(
     settles: readonly FailedSettle[],
     options: MarkFailedOptions,
-  ): Promise<OutboxResult<FailOutcome>> {
+  ): Promise<OutboxResult<SettleOutcome>> {
     if (settles.length === 0) return ok({ settled: [], stale: [], newlyDead: [] });
     return this.client.run(
       'markFailed',
