@@ -94,7 +94,7 @@ describe('outbox schema', () => {
         'WHERE ((dispatched_at IS NULL) AND (lease_expires_at IS NOT NULL))',
       outbox_event_organization_type_idx:
         'CREATE INDEX outbox_event_organization_type_idx ON outbox_event USING btree ' +
-        '(organization_id, type, occurred_at, id)',
+        '(organization_id, type, occurred_at, id) WHERE (organization_id IS NOT NULL)',
     });
   });
 

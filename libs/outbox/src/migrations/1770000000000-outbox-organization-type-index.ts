@@ -4,14 +4,18 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * `outbox_event_organization_type_idx (organization_id, type, occurred_at, id)`: what
  * `OutboxAdmin.events` reads when an app lists its events of given types in one organization,
  * newest first, one page at a time (the reference app's webhook deliveries). Without it each
- * page reads the whole table, delivered rows included.
+ * page reads the whole table, delivered rows included. Events without an organization are left
+ * out: no lookup needs them there, and a claim, which never names an organization, cannot take
+ * this index for its due index (PostgreSQL 18's skip scan would otherwise consider it for a
+ * claim by type).
  *
  * The build runs in the migration's transaction, like the other migrations', so it works under
  * TypeORM's default `migrationsTransactionMode`; it reads the whole table, and emits wait for it.
  * On a big table, build it first while the previous version runs, with
  * `CREATE INDEX CONCURRENTLY IF NOT EXISTS outbox_event_organization_type_idx ON outbox_event
- * (organization_id, type, occurred_at, id)`; this migration then finds it and does nothing. The
- * previous version runs unchanged meanwhile: it never reads the index.
+ * (organization_id, type, occurred_at, id) WHERE organization_id IS NOT NULL`; this migration
+ * then finds it and does nothing. The previous version runs unchanged meanwhile: it never reads
+ * the index.
  */
 export class OutboxOrganizationTypeIndex1770000000000 implements MigrationInterface {
   name = 'OutboxOrganizationTypeIndex1770000000000';
@@ -20,6 +24,7 @@ export class OutboxOrganizationTypeIndex1770000000000 implements MigrationInterf
     await queryRunner.query(`
       CREATE INDEX IF NOT EXISTS outbox_event_organization_type_idx
       ON outbox_event (organization_id, type, occurred_at, id)
+      WHERE organization_id IS NOT NULL
     `);
   }
 

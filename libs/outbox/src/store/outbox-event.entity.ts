@@ -32,7 +32,9 @@ export interface HandlerFailure {
   where: 'dispatched_at IS NULL AND lease_expires_at IS NOT NULL',
 })
 @Index('outbox_event_dispatched_idx', ['dispatchedAt'], { where: 'dispatched_at IS NOT NULL' })
-@Index('outbox_event_organization_type_idx', ['organizationId', 'type', 'occurredAt', 'id'])
+@Index('outbox_event_organization_type_idx', ['organizationId', 'type', 'occurredAt', 'id'], {
+  where: 'organization_id IS NOT NULL',
+})
 export class OutboxEventEntity {
   @PrimaryColumn({ type: 'uuid', primaryKeyConstraintName: 'outbox_event_pkey' })
   id!: string;
