@@ -47,11 +47,6 @@ export class OutboxRepository {
     this.client = new StoreClient(dataSource, options);
   }
 
-  /** NOTIFY channel the settles that make work due signal on. */
-  get channel(): string {
-    return this.client.channel;
-  }
-
   /**
    * Leases due live and dead rows for `leaseMs`. Claim order is due order: the time each row
    * became claimable, ties by id (time-ordered UUIDv7, so occurrence order for generated ids).
