@@ -361,7 +361,10 @@ describe('OutboxAdmin.discard', () => {
       ],
       { deadRetryMs: Infinity },
     );
-    expect(late).toEqual({ ok: true, value: { settled: [], stale: [id], newlyDead: [] } });
+    expect(late).toEqual({
+      ok: true,
+      value: { settled: [], stale: [id], newlyDead: [], retryFrom: null },
+    });
     await drainUntilIdle(app);
     expect(Object.fromEntries(runs)).toEqual({ mailer: 1 });
     expect((await row(id)).dispatched_at).not.toBeNull();

@@ -214,9 +214,10 @@ describe('OutboxModule delivery engine', () => {
     expect(failed.last_error).toContain('did not finish within its 300 ms budget');
     expect(calls[0].ctx.signal.aborted).toBe(true);
 
+    // B may wait in the local queue, and goes back once its start would leave its budget no
+    // room in the lease; it never starts while A holds the only slot.
     await throughClaimChances(dispatcher, async () => {
       expect(runsOf('b')).toBe(0);
-      expect((await row(b)).attempts).toBe(0);
       expect(dispatcher.slots).toEqual({ size: 1, busy: 1, overdue: 1 });
     });
 
@@ -228,6 +229,33 @@ describe('OutboxModule delivery engine', () => {
     expect(runsOf('a')).toBe(2);
     expect(await row(b)).toMatchObject({ attempts: 1 });
     expect(await row(a)).toMatchObject({ attempts: 2, last_error: null });
+  });
+
+  it('a queued event that waits out the local queue TTL goes back unstarted, and is not claimed again while no slot frees', async () => {
+    const gate = hold();
+    behaviour.set('q-1', () => gate.promise);
+    const app = await start({ concurrency: 1, localQueue: { ttlMs: 300 } });
+    const dispatcher = app.get(OutboxDispatcher);
+    const [running, ...queued] = await emit(app, ['q-1', 'q-2', 'q-3']);
+    await eventually('q-1 runs', () => runsOf('q-1') === 1);
+
+    await eventually('the queued events went back: unleased, attempt not counted, due', async () =>
+      (await Promise.all(queued.map(row))).every(
+        (r) => r.attempts === 0 && r.lease_expires_at === null,
+      ),
+    );
+    await throughClaimChances(dispatcher, async () => {
+      expect(runsOf('q-2') + runsOf('q-3')).toBe(0);
+      for (const r of await Promise.all(queued.map(row))) {
+        expect(r).toMatchObject({ attempts: 0, lease_expires_at: null });
+      }
+    });
+
+    gate.resolve();
+    await eventually('every event is delivered', () => delivered([running, ...queued]));
+    for (const id of [running, ...queued]) expect(await row(id)).toMatchObject({ attempts: 1 });
+    expect(runsOf('q-2')).toBe(1);
+    expect(runsOf('q-3')).toBe(1);
   });
 
   it('retries a delivered settle whose backend was terminated while it waited for a row lock', async () => {

@@ -266,7 +266,10 @@ describe('per-handler retry policies', () => {
       ],
       { deadRetryMs: 3_600_000 },
     );
-    expect(result).toEqual({ ok: true, value: { settled: [id], stale: [], newlyDead: [] } });
+    expect(result).toEqual({
+      ok: true,
+      value: { settled: [id], stale: [], newlyDead: [], retryFrom: expect.any(Number) },
+    });
     const r = await row(id);
     expect(r.dead).toBe(false);
     expect(r.failures).toEqual({});

@@ -329,7 +329,7 @@ describe('outbox lease proof', () => {
         { deadRetryMs: HOUR },
       ),
     );
-    expect(staleFailed).toEqual({ settled: [], stale: [id], newlyDead: [] });
+    expect(staleFailed).toEqual({ settled: [], stale: [id], newlyDead: [], retryFrom: null });
     const untouched = await row(id);
     expect(untouched).toMatchObject({
       dispatched_at: null,
@@ -372,10 +372,20 @@ describe('outbox lease proof', () => {
     const [id, released] = await enqueue(event(), event());
     const claimed = await claim();
     const attempts = claimed[0].attempts;
-    expect(await fail(id, attempts, 'first')).toEqual({ settled: [id], stale: [], newlyDead: [] });
+    expect(await fail(id, attempts, 'first')).toEqual({
+      settled: [id],
+      stale: [],
+      newlyDead: [],
+      retryFrom: expect.any(Number),
+    });
     const settled = await row(id);
     // The same settle again, as a retry whose first try committed unseen: nothing moves.
-    expect(await fail(id, attempts, 'second')).toEqual({ settled: [], stale: [id], newlyDead: [] });
+    expect(await fail(id, attempts, 'second')).toEqual({
+      settled: [],
+      stale: [id],
+      newlyDead: [],
+      retryFrom: null,
+    });
     expect(await row(id)).toEqual(settled);
 
     // A claim whose lease ran out, taken again by a relay that then gave it back unstarted: the
@@ -393,6 +403,7 @@ describe('outbox lease proof', () => {
       settled: [],
       stale: [released],
       newlyDead: [],
+      retryFrom: null,
     });
     expect(await row(released)).toEqual(givenBack);
   });
@@ -515,11 +526,21 @@ describe('outbox lease proof', () => {
     for (const attempt of [1, 2]) {
       const [claimed] = await claim(10, { types: ['member.invited'] });
       expect(claimed.attempts).toBe(attempt);
-      expect(await fail(attempt)).toEqual({ settled: [id], stale: [], newlyDead: [] });
+      expect(await fail(attempt)).toEqual({
+        settled: [id],
+        stale: [],
+        newlyDead: [],
+        retryFrom: expect.any(Number),
+      });
       expect((await row(id))!.dead_at).toBeNull();
     }
     const [third] = await claim(10, { types: ['member.invited'] });
-    expect(await fail(third.attempts)).toEqual({ settled: [id], stale: [], newlyDead: [id] });
+    expect(await fail(third.attempts)).toEqual({
+      settled: [id],
+      stale: [],
+      newlyDead: [id],
+      retryFrom: null,
+    });
     const dead = await row(id);
     expect(dead!.dead_at).toBeInstanceOf(Date);
 
@@ -553,7 +574,12 @@ describe('outbox lease proof', () => {
       const previousDeadAt = (await row(id))!.dead_at as Date;
       const [again] = await claim(10, { types: ['member.invited'] });
       expect(again.deadAt).toEqual(previousDeadAt);
-      expect(await fail(again.attempts)).toEqual({ settled: [id], stale: [], newlyDead: [] });
+      expect(await fail(again.attempts)).toEqual({
+        settled: [id],
+        stale: [],
+        newlyDead: [],
+        retryFrom: null,
+      });
       const after = await row(id);
       expect(after!.dead_at.getTime()).toBeGreaterThan(previousDeadAt.getTime());
       expect(after!.next_attempt_at).toEqual(after!.dead_at);
@@ -933,7 +959,7 @@ describe('outbox lease proof', () => {
     try {
       // An open claim holding one live row, and an open sweep holding two expired rows.
       await claimer.query('BEGIN');
-      const held = await claimer.query(CLAIM, [1, 60_000, null]);
+      const held = await claimer.query(CLAIM, [1, 60_000, null, null]);
       expect(held.rows.map((r) => r.id)).toEqual([live[0]]);
       await sweeper.query('BEGIN');
       await sweeper.query(
@@ -965,7 +991,12 @@ describe('outbox lease proof', () => {
     await sql.query('ANALYZE outbox_event');
 
     for (const types of [null, ['invoice.paid', 'member.invited']]) {
-      const { rows } = await sql.query(`EXPLAIN (FORMAT JSON) ${CLAIM}`, [100, 60_000, types]);
+      const { rows } = await sql.query(`EXPLAIN (FORMAT JSON) ${CLAIM}`, [
+        100,
+        60_000,
+        types,
+        null,
+      ]);
       const nodes = planNodes(rows[0]['QUERY PLAN'][0].Plan);
       expect(nodes.filter((n) => n['Node Type'] === 'Seq Scan')).toEqual([]);
       // The due indexes pick the rows; the primary key is how the update reaches them.

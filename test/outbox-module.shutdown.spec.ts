@@ -201,10 +201,10 @@ describe('OutboxModule shutdown', () => {
     expect(hungHandlerReturned).toBe(false);
   });
 
-  it('claims only what its free slots can start; close() settles the running event and leaves the rest untouched for others', async () => {
+  it('without a local queue it claims only what its free slots can start; close() settles the running event and leaves the rest untouched for others', async () => {
     const gate = hold();
     behaviour = () => (calls.length === 1 ? gate.promise : undefined);
-    const app = await start({ concurrency: 1, shutdownGraceMs: 10_000 });
+    const app = await start({ concurrency: 1, shutdownGraceMs: 10_000, localQueue: { size: 0 } });
     const dispatcher = app.get(OutboxDispatcher);
     const ids = await emit(app, ['m-1', 'm-2', 'm-3']);
     await eventually('the first handler is running', () => calls.length === 1);
@@ -238,6 +238,42 @@ describe('OutboxModule shutdown', () => {
       expect(waiting.last_error).toBeNull();
       expect(waiting.due).toBe(true);
     }
+  });
+
+  it('close() gives the events waiting in the local queue back unstarted, and a peer takes them long before any lease or poll would wake it', async () => {
+    const gate = hold();
+    behaviour = (event) => (event.aggregateId === 'm-1' ? gate.promise : undefined);
+    // A lease and a poll far beyond the 20 s `eventually` bound, and a TTL beyond it too: only
+    // the give-back at close can hand the queued events to the peer in time.
+    const options = {
+      concurrency: 1,
+      leaseMs: 120_000,
+      pollIntervalMs: 120_000,
+      localQueue: { ttlMs: 60_000 },
+    };
+    const first = await start(options);
+    const dispatcher = first.get(OutboxDispatcher);
+    const [runningId, ...queuedIds] = await emit(first, ['m-1', 'm-2', 'm-3']);
+    await eventually('the first handler runs and the others wait in its local queue', async () => {
+      const rows = await Promise.all(queuedIds.map(row));
+      return calls.length === 1 && rows.every((r) => r.attempts === 1 && r.leased);
+    });
+    expect(calls[0].event.id).toBe(runningId);
+    expect(dispatcher.slots).toEqual({ size: 1, busy: 1, overdue: 0 });
+
+    const peer = await start({ ...options, localQueue: { size: 0 } });
+    const closing = close(first);
+    await eventually('the first instance is stopping', () => dispatcher.state === 'stopping');
+    await eventually('the peer delivers the queued events', async () =>
+      (await Promise.all(queuedIds.map(row))).every((r) => r.dispatched_at !== null),
+    );
+    // Given back unstarted: the attempt the first instance never ran is not counted.
+    for (const id of queuedIds) expect(await row(id)).toMatchObject({ attempts: 1 });
+    expect(calls.filter((c) => queuedIds.includes(c.event.id))).toHaveLength(2);
+    gate.resolve();
+    await closing;
+    expect((await row(runningId)).dispatched_at).toBeInstanceOf(Date);
+    await close(peer);
   });
 
   it('a peer takes the events a busy instance has no free slot for, long before any lease or poll would wake it', async () => {

@@ -3,6 +3,7 @@ export { OutboxModule } from './outbox.module';
 export {
   OutboxModuleOptions,
   OutboxListenOptions,
+  OutboxLocalQueueOptions,
   type OutboxHandlerOverride,
   OutboxRetentionOptions,
   OutboxRetryOptions,

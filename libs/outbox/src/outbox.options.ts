@@ -95,6 +95,20 @@ export class OutboxRetentionOptions {
 }
 
 /**
+ * Claimed events waiting in this instance for a free slot (see `LocalQueue`): a claim can take
+ * more rows than slots are free, and a slot that frees starts the next event at once.
+ */
+export class OutboxLocalQueueOptions {
+  /** Most claimed events waiting for a slot; 0 claims only for the slots that are free. */
+  @NumberFromText() @IsInt() @Min(0) @Max(10_000) size?: number = 100;
+  /**
+   * Longest wait of a claimed event for a slot; past it the event is given back unstarted for any
+   * instance to take. Never longer than the lease leaves after the event's handler budget.
+   */
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(100) ttlMs?: number = 5 * SECOND;
+}
+
+/**
  * Every setting of `OutboxModule`, with its default. Validated at boot: one error names every
  * bad field with its value.
  */
@@ -147,6 +161,8 @@ export class OutboxModuleOptions {
   @NumberFromText() @IsInt() @Min(0) @Max(1000) wakeCoalesceMs?: number = 0;
   /** How long shutdown waits for running handlers before abandoning them to their lease. */
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(0) shutdownGraceMs?: number = 10 * SECOND;
+  @ValidateNested() @Type(() => OutboxLocalQueueOptions) localQueue?: OutboxLocalQueueOptions =
+    new OutboxLocalQueueOptions();
   @ValidateNested() @Type(() => OutboxListenOptions) listen?: OutboxListenOptions =
     new OutboxListenOptions();
   @ValidateNested() @Type(() => OutboxRetentionOptions) retention?: OutboxRetentionOptions =

@@ -58,8 +58,11 @@ export interface CompleterHooks {
   onSettled?(): void;
   /** Settles were given up: claiming should pause. */
   onGiveUp?(): void;
-  /** A failed event was scheduled again; it falls due in `delayMs`. */
-  onRetryScheduled?(delayMs: number): void;
+  /**
+   * Failed events were scheduled again: the soonest falls due in `delayMs`, at `retryFrom`
+   * (epoch ms, database clock) when the store said.
+   */
+  onRetryScheduled?(delayMs: number, retryFrom: number | null): void;
   /** A settle statement came back (`ok` false: a store failure) after `ms`. */
   onStatement?(kind: Settle['kind'], ms: number, ok: boolean): void;
   /** Events became dead in a settle: their types, one per event. */
@@ -294,7 +297,9 @@ export class OutboxCompleter {
           soonest = Math.min(soonest, item.settle.retryDelayMs);
         }
       }
-      if (soonest < Infinity) this.hooks.onRetryScheduled?.(soonest);
+      if (soonest < Infinity) {
+        this.hooks.onRetryScheduled?.(soonest, result.value.retryFrom ?? null);
+      }
     }
     for (const pending of batch) {
       const id = pending.item.record.id;

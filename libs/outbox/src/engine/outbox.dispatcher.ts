@@ -18,6 +18,7 @@ import { OutboxExecutor, type ExecutionResult } from './outbox.executor';
 import { OutboxProducer } from './outbox.producer';
 import { DispatcherReportStore } from '../store/dispatcher-report.store';
 import { OutboxRepository } from '../store/lease/outbox.repository';
+import { dueFromPayload } from '../store/wake-payload.sql';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from '../outbox.tokens';
 import { PgListener } from './pg.listener';
 import type { PgListenerState } from './pg-listener.types';
@@ -111,13 +112,16 @@ export class OutboxDispatcher
       {
         onSettled: () => this.producer.pump(),
         onGiveUp: () => this.producer.pause(),
-        onRetryScheduled: (delayMs) => this.producer.wakeIn(delayMs),
+        onRetryScheduled: (delayMs, retryFrom) => {
+          if (retryFrom !== null) this.producer.retryFrom(retryFrom);
+          this.producer.wakeIn(delayMs);
+        },
         onStatement: (kind, ms, ok) =>
           this.telemetry.settled(kind === 'release' ? 'released' : kind, ms, ok),
         onDead: (types) => this.telemetry.dead(types),
       },
     );
-    this.executor = new OutboxExecutor(dispatcher, this.completer, () => this.producer.pump());
+    this.executor = new OutboxExecutor(dispatcher, this.completer, () => this.producer.slotFreed());
     this.producer = new OutboxProducer(repository, this.executor, this.completer, options, (n) =>
       this.telemetry.claimed(n),
     );
@@ -206,7 +210,7 @@ export class OutboxDispatcher
           reconnectMaxMs: this.options.listen.reconnectMaxMs,
         },
         {
-          onNotify: () => this.wake(),
+          onNotify: (payload) => this.wake(dueFromPayload(payload)),
           // Notifications sent while the connection was down are lost: claim to catch up.
           onReconnect: () => {
             this.telemetry.listenerReconnected();
@@ -271,9 +275,12 @@ export class OutboxDispatcher
     setMaxListeners(0, this.abandonController.signal);
   }
 
-  /** Asks for a claim as soon as a slot is free. */
-  wake(): void {
-    if (this.current === 'running') this.producer.wake();
+  /**
+   * Asks for a claim as soon as a slot is free. `dueFrom` (epoch ms, database clock): the rows
+   * that woke it are due from then; without it the claim scans the whole due range.
+   */
+  wake(dueFrom: number | null = null): void {
+    if (this.current === 'running') this.producer.wake(dueFrom);
   }
 
   private async halt(): Promise<void> {

@@ -6,6 +6,8 @@ import { ok, type OutboxResult } from '../store/outbox.result';
 import type { OutboxRepository } from '../store/lease/outbox.repository';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { scrubError } from '../common/scrub-error.util';
+import { DueRange, headAfter } from './due-range';
+import { LocalQueue, type QueuedEvent } from './local-queue';
 
 /**
  * Claims in flight at once. A slot that frees while a claim is out need not wait for that claim
@@ -23,19 +25,22 @@ type ProducerOptions = Pick<
   | 'pollIntervalMs'
   | 'idleFloorMs'
   | 'failedDrainRetryMs'
+  | 'localQueue'
 >;
 
 /**
- * The first step of the flow (claim → execute → complete). It owns `concurrency` slots and,
- * whenever slots are free and work may be due, claims up to the free count (at most
- * `batchSize`); every claimed event starts at once, so none waits behind another's slow
- * handler. At most two claims are in flight, each for slots no other claim asked for: slots
- * freed meanwhile are taken together by the next, so claims stay batched under load. Work
- * "may be due" after a wake (a NOTIFY, the listener's reconnect, the poll), when the earliest
- * due time planned from one index probe
- * arrives, when a failed event's retry falls due, and for as long as claims come back full.
- * Claiming pauses after a failed claim and while settles are being given up, and it stops
- * while settles back up, so claimed work never outruns what can be recorded.
+ * The first step of the flow (claim → execute → complete). It owns `concurrency` slots and a
+ * local queue of claimed events waiting for one (`localQueue.size`). A slot that frees takes the
+ * next queued event at once; claims refill the queue in batches (at most `batchSize` rows), so
+ * under load a claim's round trip is never between a free slot and its next event, and no event
+ * waits behind another's slow handler for longer than the queue's TTL, after which it is given
+ * back unstarted. At most two claims are in flight, each for rows no other claim asked for.
+ * Work "may be due" after a wake (a NOTIFY, the listener's reconnect, the poll), when the
+ * earliest due time planned from one index probe arrives, when a failed event's retry falls due,
+ * and for as long as claims come back full. Claims start at the head of the due range rather
+ * than at the start of its index (see `DueRange`). Claiming pauses after a failed claim and
+ * while settles are being given up, and it stops while settles back up, so claimed work never
+ * outruns what can be recorded.
  */
 export class OutboxProducer {
   private readonly logger = new Logger('Outbox');
@@ -55,6 +60,19 @@ export class OutboxProducer {
   private abandon: AbortSignal | undefined;
   private lastClaim: Date | null = null;
   private readonly maxUnsettled: number;
+  /** Queued events past their `startBy` are given back then, even if no slot frees. */
+  private readonly queue = new LocalQueue(() => {
+    this.startQueued();
+    this.pump();
+  });
+  private readonly dueRange = new DueRange();
+  /**
+   * How many events the queue may hold now, up to `localQueue.size`: none once events waited out
+   * their TTL (slots held by slow handlers: claiming more would only give them back, and the
+   * events given back are for other instances), doubled each time a slot frees to find the
+   * queue empty.
+   */
+  private queueLimit: number;
 
   constructor(
     private readonly repository: OutboxRepository,
@@ -65,6 +83,7 @@ export class OutboxProducer {
     private readonly onClaimed: (count: number) => void = () => undefined,
   ) {
     this.maxUnsettled = 2 * Math.max(options.batchSize, options.concurrency);
+    this.queueLimit = options.localQueue.size;
   }
 
   /** When the last claim came back without a store failure. */
@@ -81,22 +100,54 @@ export class OutboxProducer {
     this.running = true;
     this.abandon = abandon;
     this.pausedUntil = 0;
+    this.dueRange.reset();
     clearInterval(this.poll);
+    // The poll also names no due time: it scans the whole range, so nothing is ever stranded
+    // behind the bound.
     this.poll = setInterval(() => this.wake(), this.options.pollIntervalMs);
     this.wake();
   }
 
-  /** Claims no more; a claim in flight gives its rows back when it returns. */
+  /**
+   * Claims no more and gives the queued events back at once, for another instance to take; a
+   * claim in flight gives its rows back when it returns.
+   */
   stop(): void {
     this.running = false;
     clearInterval(this.poll);
     clearTimeout(this.timer);
     this.timerAt = Infinity;
+    for (const event of this.queue.drain()) this.giveBack(event);
   }
 
-  /** Work may be due now. */
-  wake(): void {
+  /** Claimed events waiting for a slot. */
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  /**
+   * Work may be due now. `dueFrom` (epoch ms, database clock) is the earliest due time of the
+   * rows that woke it, when the wake names one; a wake that names none (the poll, a reconnect)
+   * has the next claim scan the whole due range.
+   */
+  wake(dueFrom: number | null = null): void {
+    if (dueFrom === null) this.dueRange.reset();
+    else this.dueRange.lower(dueFrom);
     this.wakes++;
+    this.pump();
+  }
+
+  /** Rows of this instance's own settles fall due again from `at` (epoch ms, database clock). */
+  retryFrom(at: number): void {
+    this.dueRange.lower(at);
+  }
+
+  /** A slot freed: it takes the next queued event at once, and the queue is refilled if low. */
+  slotFreed(): void {
+    if (this.queue.length === 0 && this.queueLimit < this.options.localQueue.size) {
+      this.queueLimit = Math.min(this.options.localQueue.size, Math.max(1, this.queueLimit * 2));
+    }
+    this.startQueued();
     this.pump();
   }
 
@@ -137,14 +188,31 @@ export class OutboxProducer {
   }
 
   /**
-   * How many events a claim may ask for now: the slots neither running an event nor asked for
-   * by a claim in flight, at most `batchSize`; none while settles back up, so claimed work never
-   * outruns what can be recorded. The one place free slots are counted.
+   * How many events a claim outside the loop may ask for now: the slots neither running an
+   * event nor asked for by a claim in flight, at most `batchSize`; none while settles back up,
+   * so claimed work never outruns what can be recorded.
    */
   freeSlots(): number {
     if (this.completer.pending >= this.maxUnsettled) return 0;
     const free = this.options.concurrency - this.executor.active - this.reserved;
     return Math.max(0, Math.min(free, this.options.batchSize));
+  }
+
+  /**
+   * How many events the loop's next claim asks for: room in the slots and the local queue
+   * together, at most `batchSize`. While events are queued, the queue is refilled only once half
+   * of it has room, so refills travel in batches; an empty queue takes any room at once.
+   */
+  private wanted(): number {
+    if (this.completer.pending >= this.maxUnsettled) return 0;
+    const { concurrency, batchSize } = this.options;
+    const room =
+      concurrency + this.queueLimit - this.executor.active - this.queue.length - this.reserved;
+    const want = Math.max(0, Math.min(room, batchSize));
+    if (this.queue.length > 0 && want < Math.min(batchSize, Math.ceil(this.queueLimit / 2))) {
+      return 0;
+    }
+    return want;
   }
 
   /**
@@ -167,7 +235,7 @@ export class OutboxProducer {
     if (!this.running || this.claims.size >= MAX_CLAIMS_IN_FLIGHT) return;
     if (this.answeredWakes === this.wakes) return;
     if (Date.now() < this.pausedUntil) return this.wakeIn(this.pausedUntil - Date.now());
-    const limit = this.freeSlots();
+    const limit = this.wanted();
     // A slot's end or a settle's calls pump again.
     if (limit === 0) return;
     const wakesBefore = this.wakes;
@@ -182,16 +250,12 @@ export class OutboxProducer {
           }
           const { records, lease } = result.value;
           for (const record of records) {
-            if (this.running) {
-              void this.executor.start(record, lease, this.abandon);
-            } else {
-              // Claimed while stopping: give it back for another instance to take at once.
-              void this.completer.complete(
-                { kind: 'release', record, settle: { id: record.id, attempts: record.attempts } },
-                lease.deadline,
-              );
-            }
+            const event = { record, lease, startBy: this.startBy(record, lease) };
+            // Claimed while stopping: give it back for another instance to take at once.
+            if (this.running) this.queue.push(event);
+            else this.giveBack(event);
           }
+          this.startQueued();
           // A full claim may have left more behind; a short one answered every wake before it.
           if (records.length < limit) {
             this.answeredWakes = wakesBefore;
@@ -211,6 +275,42 @@ export class OutboxProducer {
     this.claims.add(claim);
   }
 
+  /** Starts queued events while slots are free; those past their `startBy` go back. */
+  private startQueued(): void {
+    if (!this.running) return;
+    const now = Date.now();
+    const expired: QueuedEvent[] = [];
+    while (this.executor.active < this.options.concurrency) {
+      const event = this.queue.take(now, (late) => expired.push(late));
+      if (!event) break;
+      void this.executor.start(event.record, event.lease, this.abandon);
+    }
+    expired.push(...this.queue.expire(now));
+    if (expired.length > 0) {
+      this.queueLimit = 0;
+      for (const event of expired) this.giveBack(event);
+    }
+  }
+
+  /**
+   * The latest a claimed event may start: the local queue's TTL after the claim, and never so
+   * late that its handlers' budget would outlast the lease.
+   */
+  private startBy(record: OutboxRecord, lease: ClaimLease): number {
+    return Math.min(
+      lease.sentAt + this.options.localQueue.ttlMs,
+      this.executor.latestStart(record, lease),
+    );
+  }
+
+  /** Gives a claimed, unstarted event back to the table: due now, its attempt not counted. */
+  private giveBack({ record, lease }: QueuedEvent): void {
+    void this.completer.complete(
+      { kind: 'release', record, settle: { id: record.id, attempts: record.attempts } },
+      lease.deadline,
+    );
+  }
+
   /**
    * Claims `limit` events for slots of this producer (reserved until the claim answers). The
    * lease is read off the local clock once, here: `deadline` is `Date.now()` from before the
@@ -220,6 +320,7 @@ export class OutboxProducer {
     limit: number,
   ): Promise<OutboxResult<{ records: OutboxRecord[]; lease: ClaimLease }>> {
     const sentAt = Date.now();
+    const ticket = this.dueRange.send();
     this.reserved += limit;
     let result: OutboxResult<OutboxRecord[]>;
     try {
@@ -227,11 +328,19 @@ export class OutboxProducer {
         limit,
         leaseMs: this.options.leaseMs,
         types: this.options.types,
+        dueFrom: ticket.from,
       });
+    } catch (err) {
+      this.dueRange.failed(ticket);
+      throw err;
     } finally {
       this.reserved -= limit;
     }
-    if (!result.ok) return result;
+    if (!result.ok) {
+      this.dueRange.failed(ticket);
+      return result;
+    }
+    this.dueRange.answered(ticket, headAfter(result.value, limit));
     this.lastClaim = new Date();
     this.completer.clearFailureIfIdle();
     this.onClaimed(result.value.length);
@@ -249,7 +358,7 @@ export class OutboxProducer {
     if (this.probing || !this.running) return;
     this.probing = true;
     this.repository
-      .nextDue({ types: this.options.types })
+      .nextDue({ types: this.options.types, dueFrom: this.dueRange.lowerBound })
       .then(
         (result) => {
           if (result.ok && result.value !== null) this.wakeIn(result.value);

@@ -65,6 +65,8 @@ interface RegisteredHandler {
 export interface HandlerWithPolicy {
   name: string;
   policy: HandlerPolicy;
+  /** The handler's time budget. */
+  budgetMs: number;
 }
 
 /** The handlers of one event, started: see `EventDispatcher.execute`. */
@@ -231,7 +233,7 @@ export class EventDispatcher {
 
   /** The handlers an event of this type goes to, with their retry policies. */
   policies(type: string): HandlerWithPolicy[] {
-    return this.handlersFor(type).map(({ name, policy }) => ({ name, policy }));
+    return this.handlersFor(type).map(({ name, policy, budgetMs }) => ({ name, policy, budgetMs }));
   }
 
   /**

@@ -3,6 +3,7 @@ import type { OutboxEvent } from '../outbox-event.types';
 import { toEvent, type EventRow } from './event-row.mapping';
 import type { OutboxResult } from './outbox.result';
 import { StoreClient, type OutboxStoreOptions } from './store.client';
+import { WAKE_PAYLOAD } from './wake-payload.sql';
 
 /** Which events a testing helper looks at: every condition given must hold. */
 export interface OutboxEventFilter {
@@ -78,7 +79,7 @@ const MAKE_DUE = `
     RETURNING id
   ),
   woken AS (
-    SELECT pg_notify($6, '') FROM (SELECT 1 FROM due LIMIT 1) AS any_due
+    SELECT pg_notify($6, ${WAKE_PAYLOAD}) FROM (SELECT 1 FROM due LIMIT 1) AS any_due
   )
   SELECT id, (SELECT count(*) FROM woken) AS woken
   FROM due

@@ -5,6 +5,7 @@ import {
   OUTBOX_EVENT_REPLAYED,
 } from '../../outbox.constants';
 import { NEVER_DUE, retryTimesCleared } from '../outbox-row.sql';
+import { WAKE_PAYLOAD } from '../wake-payload.sql';
 import { DEAD_LETTER_FILTER, deadLetterParameters } from './dead-letter-filter.sql';
 import type { DeadLetterFilter } from './dead-letter.types';
 
@@ -62,7 +63,7 @@ function recordChanges(changed: string, extraPayload: string): string {
     RETURNING id
   ),
   woken AS (
-    SELECT pg_notify($18, '') FROM (SELECT 1 FROM recorded LIMIT 1) AS any_recorded
+    SELECT pg_notify($18, ${WAKE_PAYLOAD}) FROM (SELECT 1 FROM recorded LIMIT 1) AS any_recorded
   )
   SELECT p.id, p.type, c.id IS NOT NULL AS changed, (SELECT count(*) FROM woken) AS woken
   FROM picked AS p

@@ -1,5 +1,6 @@
 import { TRACE_CONTEXT_KEYS } from '../../outbox.constants';
 import type { OutboxRow } from './outbox-event.validator';
+import { WAKE_PAYLOAD } from '../wake-payload.sql';
 
 /** Columns an enqueue writes, in the order of its parameters; the rest take their defaults. */
 export const ENQUEUE_COLUMNS = [
@@ -45,7 +46,7 @@ export function enqueueStatement(rows: number, notify = true): string {
   INSERT INTO outbox_event (${ENQUEUE_COLUMNS.join(', ')})
   VALUES ${values.join(',\n         ')}
   ON CONFLICT (id) DO NOTHING
-  RETURNING id${notify ? `, pg_notify($${rows * width + 1}, '')` : ''}
+  RETURNING id${notify ? `, pg_notify($${rows * width + 1}, ${WAKE_PAYLOAD})` : ''}
 `;
   if (rows <= 16) enqueueStatements.set(key, statement);
   return statement;

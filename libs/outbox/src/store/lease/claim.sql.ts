@@ -1,5 +1,5 @@
 import type { HandlerFailure } from '../outbox-event.entity';
-import { toEvent, type EventRow } from '../event-row.mapping';
+import type { EventRow } from '../event-row.mapping';
 import { typeFilter } from '../store.client';
 import type { ClaimOptions, OutboxRecord } from './lease.types';
 
@@ -13,6 +13,12 @@ import type { ClaimOptions, OutboxRecord } from './lease.types';
  * (its next_attempt_at is its lease end), so no lease condition is needed and rows resting in
  * backoff or under a lease are never read. Claim order is due order: the time each row became
  * claimable, ties by id (time-ordered UUIDv7, so occurrence order for generated ids).
+ *
+ * The live share may start at a lower bound ($4, `dueFrom`) rather than at the start of its
+ * index. Every claim and settle moves a row out of the front of the due range, leaving an index
+ * entry behind that only VACUUM removes; while a long transaction holds the xmin horizon (a
+ * backup, a report) VACUUM cannot, and a scan from the start would walk every entry left since
+ * then. The engine keeps the bound at the head of the range (see `DueRange`).
  *
  * The repository runs it with `synchronous_commit` off for its transaction only (see
  * `OutboxRepository.claim`).
@@ -39,6 +45,7 @@ export const CLAIM = `
     WHERE dispatched_at IS NULL
       AND dead_at IS NULL
       AND next_attempt_at <= now()
+      AND ($4::timestamptz IS NULL OR next_attempt_at >= $4::timestamptz)
       AND ($3::text[] IS NULL OR type = ANY ($3::text[]))
     ORDER BY next_attempt_at, id
     LIMIT (SELECT $1::int - count(*) FROM reserved_dead)
@@ -71,15 +78,21 @@ export const CLAIM = `
               -- The claim's own clock: handlers' retry times are compared with it.
               now() AS claimed_at
   )
-  SELECT claimed.*
+  SELECT claimed.*, picked.due_at
   FROM claimed
   JOIN picked USING (id)
   ORDER BY picked.due_at, id
 `;
 
-/** $1 limit, $2 lease ms, $3 types (text[] or null). */
+/** $1 limit, $2 lease ms, $3 types (text[] or null), $4 live rows due from (or null: all). */
 export function claimParameters(options: ClaimOptions): unknown[] {
-  return [options.limit, options.leaseMs, typeFilter(options)];
+  const dueFrom = options.dueFrom ?? null;
+  return [
+    options.limit,
+    options.leaseMs,
+    typeFilter(options),
+    dueFrom === null ? null : new Date(dueFrom),
+  ];
 }
 
 interface ClaimedRow extends EventRow {
@@ -90,13 +103,30 @@ interface ClaimedRow extends EventRow {
   dead_at: Date | null;
   last_error: string | null;
   claimed_at: Date;
+  due_at: Date;
 }
 
+/**
+ * One object literal with every field, not a spread of `toEvent`: a spread followed by more
+ * fields builds each record through V8's slow path (about 20 µs a row, the claim's largest cost
+ * in the engine's process).
+ */
 export function toRecords(rows: ClaimedRow[]): OutboxRecord[] {
   return rows.map((row) => ({
-    ...toEvent(row),
+    id: row.id,
+    type: row.type,
+    aggregateType: row.aggregate_type,
+    aggregateId: row.aggregate_id,
+    organizationId: row.organization_id,
+    requestId: row.request_id,
+    payload: row.payload,
+    metadata: row.metadata,
+    occurredAt: row.occurred_at,
+    causationId: row.causation_id,
+    correlationId: row.correlation_id,
     attempts: row.attempts,
     claimedAt: row.claimed_at,
+    dueAt: row.due_at,
     leaseExpiresAt: row.lease_expires_at,
     deliveries: row.deliveries,
     failures: row.failures,

@@ -7,6 +7,8 @@ export interface OutboxRecord<P = unknown> extends OutboxEvent<P> {
   attempts: number;
   /** When the claim ran, by the database clock: retry times are compared with it. */
   claimedAt: Date;
+  /** When the row became claimable (its due time before this claim), by the database clock. */
+  dueAt: Date;
   leaseExpiresAt: Date;
   /** Handlers already delivered, by name, with their delivery time (ISO text). */
   deliveries: Record<string, string>;
@@ -27,6 +29,11 @@ export interface ClaimOptions {
   leaseMs: number;
   /** Only these event types (a dedicated worker pool); all types when absent. */
   types?: readonly string[];
+  /**
+   * Live rows due before this time (epoch ms, database clock) are not looked at; null or absent:
+   * the whole due range. For a caller that knows nothing is due before it (see `DueRange`).
+   */
+  dueFrom?: number | null;
 }
 
 /** The result of one handler run, reported back at settle time. */
@@ -74,6 +81,11 @@ export interface SettleOutcome {
    * `outbox.event.dead`.
    */
   newlyDead?: string[];
+  /**
+   * `markFailed` only: the earliest time (epoch ms, database clock) a row it left live is due
+   * again, or null when it left none.
+   */
+  retryFrom?: number | null;
 }
 
 /** Counts by state and timings of the unsettled rows; see `OutboxRepository.pendingState`. */
@@ -112,6 +124,11 @@ export interface PendingState {
 export interface TypeFilterOptions {
   /** Only these event types; all types when absent. */
   types?: readonly string[];
+}
+
+export interface NextDueOptions extends TypeFilterOptions {
+  /** Live rows due before this time (epoch ms) are not looked at, as in `ClaimOptions`. */
+  dueFrom?: number | null;
 }
 
 export interface PendingStateOptions {

@@ -7,6 +7,7 @@ import type {
   DeliveredSettle,
   FailedSettle,
   MarkFailedOptions,
+  NextDueOptions,
   OutboxRecord,
   PendingState,
   PendingStateOptions,
@@ -23,6 +24,7 @@ import {
 import {
   EXACT_STATE,
   NEXT_DUE,
+  nextDueParameters,
   PENDING_STATE,
   pendingStateParameters,
   toNextDue,
@@ -86,9 +88,10 @@ export class OutboxRepository {
       'markFailed',
       MARK_FAILED,
       markFailedParameters(settles, options, this.client.channel),
-      (rows: { id: string; becomes_dead: boolean }[]) => ({
+      (rows: { id: string; becomes_dead: boolean; retry_at: Date | null }[]) => ({
         ...splitStale(settles, rows),
         newlyDead: rows.filter((row) => row.becomes_dead).map((row) => row.id),
+        retryFrom: earliest(rows.map((row) => row.retry_at)),
       }),
     );
   }
@@ -113,8 +116,8 @@ export class OutboxRepository {
    * Milliseconds until the earliest unsettled row (live or dead) is due: 0 when one is due now,
    * null when nothing is unsettled. Two index probes, whatever the backlog.
    */
-  async nextDue(options: TypeFilterOptions = {}): Promise<OutboxResult<number | null>> {
-    return this.client.run('nextDue', NEXT_DUE, typeParameters(options), toNextDue);
+  async nextDue(options: NextDueOptions = {}): Promise<OutboxResult<number | null>> {
+    return this.client.run('nextDue', NEXT_DUE, nextDueParameters(options), toNextDue);
   }
 
   /**
@@ -158,6 +161,14 @@ export class OutboxRepository {
   abandonInFlight(): void {
     this.client.abandonInFlight();
   }
+}
+
+function earliest(times: readonly (Date | null)[]): number | null {
+  let soonest: number | null = null;
+  for (const time of times) {
+    if (time !== null && (soonest === null || time.getTime() < soonest)) soonest = time.getTime();
+  }
+  return soonest;
 }
 
 function splitStale(

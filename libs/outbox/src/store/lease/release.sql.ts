@@ -1,3 +1,4 @@
+import { WAKE_PAYLOAD } from '../wake-payload.sql';
 /**
  * Gives back claimed rows whose handlers never started (the dispatcher is stopping): the lease
  * ends now, the row is due now, and the attempt that never ran is not counted. Idle peers
@@ -19,7 +20,7 @@ export const RELEASE = `
     RETURNING e.id
   ),
   woken AS (
-    SELECT pg_notify($3, '') FROM (SELECT 1 FROM released LIMIT 1) AS any_released
+    SELECT pg_notify($3, ${WAKE_PAYLOAD}) FROM (SELECT 1 FROM released LIMIT 1) AS any_released
   )
   SELECT id, (SELECT count(*) FROM woken) AS woken
   FROM released

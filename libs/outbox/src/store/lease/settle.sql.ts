@@ -2,6 +2,7 @@ import { v7 as uuidv7 } from 'uuid';
 import { OUTBOX_EVENT_AGGREGATE, OUTBOX_EVENT_DEAD } from '../../outbox.constants';
 import { scrubError } from '../../common/scrub-error.util';
 import { NEVER_DUE, retryTimesCleared } from '../outbox-row.sql';
+import { WAKE_PAYLOAD } from '../wake-payload.sql';
 import type { DeliveredSettle, FailedSettle, MarkFailedOptions } from './lease.types';
 
 /**
@@ -112,7 +113,8 @@ export const MARK_FAILED = `
       AND e.attempts = s.attempts
     RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id,
               e.request_id, e.correlation_id, e.attempts, e.last_error, c.becomes_dead,
-              s.failed_handlers, s.dead_event_id
+              s.failed_handlers, s.dead_event_id,
+              CASE WHEN e.dead_at IS NULL THEN e.next_attempt_at END AS retry_at
   ),
   announced AS (
     INSERT INTO outbox_event
@@ -136,9 +138,9 @@ export const MARK_FAILED = `
     RETURNING id
   ),
   woken AS (
-    SELECT pg_notify($2, '') FROM (SELECT 1 FROM announced LIMIT 1) AS any_announced
+    SELECT pg_notify($2, ${WAKE_PAYLOAD}) FROM (SELECT 1 FROM announced LIMIT 1) AS any_announced
   )
-  SELECT id, becomes_dead, (SELECT count(*) FROM woken) AS woken
+  SELECT id, becomes_dead, retry_at, (SELECT count(*) FROM woken) AS woken
   FROM settled
 `;
 

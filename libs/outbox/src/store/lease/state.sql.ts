@@ -1,6 +1,6 @@
 import { NEVER_DUE } from '../outbox-row.sql';
 import { toDueInMs, toWaitMs, typeFilter } from '../store.client';
-import type { PendingState, TypeFilterOptions } from './lease.types';
+import type { NextDueOptions, PendingState, TypeFilterOptions } from './lease.types';
 
 /** The first entry of each due index: the earliest due time of a live, and of a dead, row. $1 types. */
 const EARLIEST_LIVE = `(
@@ -25,15 +25,29 @@ const EARLIEST_DEAD = `(
 
 /**
  * Milliseconds until the earliest unsettled row is due (negative when one is already due; null
- * when none is unsettled): the first entry of each due index, two index probes.
- * $1 types (text[] or null).
+ * when none is unsettled): the first entry of each due index, two index probes. The live probe
+ * starts at the claim's lower bound, for the reason given at CLAIM.
+ * Parameters: see `nextDueParameters`.
  */
 export const NEXT_DUE = `
   SELECT (extract(epoch FROM least(
-            ${EARLIEST_LIVE},
+            (SELECT next_attempt_at
+             FROM outbox_event
+             WHERE dispatched_at IS NULL
+               AND dead_at IS NULL
+               AND ($2::timestamptz IS NULL OR next_attempt_at >= $2::timestamptz)
+               AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
+             ORDER BY next_attempt_at
+             LIMIT 1),
             ${EARLIEST_DEAD}
           ) - now()) * 1000)::float8 AS next_due_in_ms
 `;
+
+/** NEXT_DUE: $1 types (text[] or null), $2 live rows due from (epoch ms, or null: all). */
+export function nextDueParameters(options: NextDueOptions): unknown[] {
+  const dueFrom = options.dueFrom ?? null;
+  return [typeFilter(options), dueFrom === null ? null : new Date(dueFrom)];
+}
 
 /**
  * Counts and timings for the dispatcher's next wake and for health reports, at a cost that does
