@@ -231,6 +231,44 @@ describe('OutboxModule delivery engine', () => {
     expect(await row(a)).toMatchObject({ attempts: 2, last_error: null });
   });
 
+  it.each([['without'], ['with']])(
+    'an emit whose transaction commits after 1,000 later ones is delivered at its commit (%s a long transaction holding the xmin horizon)',
+    async (horizon) => {
+      if (horizon === 'with') {
+        const holder = await lockSession();
+        await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+        await holder.query('SELECT count(*) FROM outbox_event');
+      }
+      // The poll, which scans the whole due range, is far beyond the 20 s `eventually` bound:
+      // only the late commit's own wake can have it claimed in time.
+      const app = await start({ pollIntervalMs: 120_000 });
+      const runner = app.get(DataSource).createQueryRunner();
+      await runner.connect();
+      try {
+        await runner.startTransaction();
+        const late = await app
+          .get(OutboxPublisher)
+          .emit(
+            { type: 'task.queued', aggregateType: 'task', aggregateId: 'late', payload: {} },
+            { manager: runner.manager },
+          );
+        const openedAt = Date.now();
+        const later: string[] = [];
+        while (later.length < 1000 || Date.now() - openedAt < 2000) {
+          later.push(...(await emit(app, [`later-${later.length}`])));
+        }
+        await eventually('the later events are delivered', () => delivered(later));
+        expect(runsOf('late')).toBe(0);
+
+        await runner.commitTransaction();
+        await eventually('the late event is delivered', () => delivered([late]));
+        expect(runsOf('late')).toBe(1);
+      } finally {
+        await runner.release();
+      }
+    },
+  );
+
   it('a queued event that waits out the local queue TTL goes back unstarted, and is not claimed again while no slot frees', async () => {
     const gate = hold();
     behaviour.set('q-1', () => gate.promise);
