@@ -7,6 +7,8 @@
  *   producer       one producer: emit vs a bare INSERT of the same row
  *   burndown       no-op burn-down: module vs a minimal reference relay
  *   latency        no-op commit→handler latency at 100 events/s, module and reference
+ *   held-xmin      burn-down and latency while a transaction holds the xmin horizon, vs
+ *                  without; buffers one claim reads per row it returns
  *   mixed          handlers of 2/20/500 ms at concurrency 20: events/s vs the slot bound
  *   mixed-latency  the same handlers, commit→handler start at 100 events/s
  *   claim-backoff  the claim with 200,000 rows in backoff and 100 due: rows read, time

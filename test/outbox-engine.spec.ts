@@ -216,9 +216,10 @@ describe('OutboxModule delivery engine', () => {
 
     // B may wait in the local queue, and goes back once its start would leave its budget no
     // room in the lease; it never starts while A holds the only slot.
-    await throughClaimChances(dispatcher, async () => {
+    await throughClaimChances(dispatcher, () => {
       expect(runsOf('b')).toBe(0);
       expect(dispatcher.slots).toEqual({ size: 1, busy: 1, overdue: 1 });
+      return Promise.resolve();
     });
 
     hung.resolve();

@@ -187,7 +187,7 @@ describe('OutboxModule boot failures', () => {
     });
     try {
       expect(app.get(EventDispatcher).policies('webhook.delivery')).toEqual([
-        { name: 'webhook-sender', policy: { retry: [10, 20], maxAttempts: 3 } },
+        { name: 'webhook-sender', policy: { retry: [10, 20], maxAttempts: 3 }, budgetMs: 50 },
       ]);
     } finally {
       await app.close();

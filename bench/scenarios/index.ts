@@ -2,6 +2,7 @@ import { burndown } from './burndown';
 import { claimBackoff } from './claim-backoff';
 import { cpu } from './cpu';
 import { health } from './health';
+import { heldXmin } from './held-xmin';
 import { latency } from './latency';
 import { mixed } from './mixed';
 import { mixedLatency } from './mixed-latency';
@@ -18,6 +19,7 @@ export const SCENARIOS: readonly Scenario[] = [
   producer,
   burndown,
   latency,
+  heldXmin,
   mixed,
   mixedLatency,
   claimBackoff,

@@ -8,6 +8,7 @@ import type { OutboxModuleOptions } from '../../libs/outbox/src';
  *   BENCH_EVENTS           events of the `burndown` and `mixed` backlogs (20000); `producer`,
  *                          `cpu`, the small `rss` backlog and `settle-kill` take half of it.
  *   BENCH_LATENCY_SECONDS  length of each 100 events/s latency run (10).
+ *   BENCH_HELD_XMIN_EVENTS events of each `held-xmin` burn-down (100000).
  *   BENCH_BACKLOG_ROWS     rows of the large backlogs of `health` and `rss` (1000000).
  *   BENCH_BACKOFF_ROWS     rows resting in backoff in `claim-backoff` (200000).
  *   BENCH_OUTBOX_OPTIONS   JSON module options under test, e.g. '{"concurrency":20}'; the
@@ -30,6 +31,7 @@ function numberFromEnv(name: string, fallback: number): number {
 
 export const EVENTS = Math.round(numberFromEnv('BENCH_EVENTS', 20_000));
 export const LATENCY_SECONDS = numberFromEnv('BENCH_LATENCY_SECONDS', 10);
+export const HELD_XMIN_EVENTS = Math.round(numberFromEnv('BENCH_HELD_XMIN_EVENTS', 100_000));
 export const BACKLOG_ROWS = Math.round(numberFromEnv('BENCH_BACKLOG_ROWS', 1_000_000));
 export const BACKOFF_ROWS = Math.round(numberFromEnv('BENCH_BACKOFF_ROWS', 200_000));
 export const MIXED_CAP_SECONDS = numberFromEnv('BENCH_MIXED_CAP_SECONDS', 45);
