@@ -748,6 +748,23 @@ describe('outbox lease proof', () => {
     expect((await row(id))!.deliveries).toEqual({});
   });
 
+  it('16b. pendingState and exactState report how long the oldest transaction has held the xmin horizon', async () => {
+    const holder = await db.connect();
+    try {
+      await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await holder.query('SELECT count(*) FROM outbox_event');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      for (const state of [value(await repo.pendingState()), value(await repo.exactState())]) {
+        expect(state.horizon.heldMs).toBeGreaterThanOrEqual(300);
+        expect(state.horizon.deadTuples).toBeGreaterThanOrEqual(0);
+      }
+      await holder.query('ROLLBACK');
+      expect(value(await repo.pendingState()).horizon.heldMs).toBeNull();
+    } finally {
+      await holder.end();
+    }
+  });
+
   it('16. pendingState reports the next due delay, the wait of the oldest due row and counts by state; rows in backoff are not lag', async () => {
     const empty = {
       due: 0,
@@ -758,8 +775,9 @@ describe('outbox lease proof', () => {
       nextDueInMs: null,
       oldestDueWaitMs: null,
     };
-    expect(value(await repo.pendingState())).toEqual({ ...empty, countLimit: 1000 });
-    expect(value(await repo.exactState({}))).toEqual({ ...empty, countLimit: null });
+    const horizon = { heldMs: null, deadTuples: expect.any(Number) };
+    expect(value(await repo.pendingState())).toEqual({ ...empty, countLimit: 1000, horizon });
+    expect(value(await repo.exactState({}))).toEqual({ ...empty, countLimit: null, horizon });
     expect(value(await repo.nextDue({}))).toBeNull();
 
     // Each row as the outbox's statements leave it: a failed one resting for 30 s, one claimed

@@ -57,6 +57,16 @@ async function start(outbox: OutboxModuleOptions): Promise<INestApplication> {
   return app;
 }
 
+/** The earliest time the rows are due from, in epoch ms: their transactions' now(). */
+async function dueFrom(ids: string[]): Promise<number> {
+  const { rows } = await database.sql.query<{ ms: string }>(
+    `SELECT floor(extract(epoch FROM min(occurred_at)) * 1000)::bigint::text AS ms
+     FROM outbox_event WHERE id = ANY ($1::uuid[])`,
+    [ids],
+  );
+  return Number(rows[0].ms);
+}
+
 function emitOne(target: INestApplication, n: number): Promise<string> {
   return target.get(DataSource).transaction((manager) =>
     target.get(OutboxPublisher).emit(
@@ -81,6 +91,13 @@ describe('coalesced wakes', () => {
     await eventually('the trailing wake', () => notifications.length >= 2);
     // Five commits, two notifications: the first emit's own, and one after the window.
     expect(notifications).toHaveLength(2);
+    // Each names the time its rows are due from (their transaction's now(), in epoch ms): the
+    // trailing one the earliest of the four emits it stands for, so a relay that claims from a
+    // bound looks back far enough for every one of them.
+    expect(notifications.map((n) => n.payload)).toEqual([
+      String(await dueFrom(ids.slice(0, 1))),
+      String(await dueFrom(ids.slice(1))),
+    ]);
   });
 
   it('an emit without its own NOTIFY is woken after its transaction commits, even long after the window', async () => {
@@ -107,6 +124,7 @@ describe('coalesced wakes', () => {
 
     await eventually('the wake after the commit', () => notifications.length > before);
     await eventually('the late event delivered', () => delivered.has(lateId));
+    expect(notifications.at(-1)!.payload).toBe(String(await dueFrom([lateId])));
   });
 
   it('an emit in a nested transaction is woken after the outermost commit, not at its savepoint', async () => {

@@ -89,6 +89,7 @@ export type {
   MarkFailedOptions,
   OutboxRecord,
   PendingState,
+  OutboxHorizon,
   PendingStateOptions,
   SettleOutcome,
   TypeFilterOptions,

@@ -5,7 +5,7 @@ import {
   type OutboxSlots,
 } from './engine/outbox.dispatcher';
 import type { PgListenerState } from './engine/pg-listener.types';
-import type { PendingState } from './store/lease/lease.types';
+import type { OutboxHorizon, PendingState } from './store/lease/lease.types';
 import type { ResolvedOutboxOptions } from './outbox.options';
 import { OutboxRepository } from './store/lease/outbox.repository';
 import { OUTBOX_OPTIONS } from './outbox.tokens';
@@ -43,6 +43,11 @@ export type OutboxHealthData = {
   dead?: number;
   /** Each count stops there: a count equal to it means at least that many. */
   countLimit?: number | null;
+  /**
+   * The xmin horizon on the outbox's database: how long its oldest holder has been open (ms, or
+   * null) and the outbox table's dead tuples. Not a reason for down: see `OutboxHorizon`.
+   */
+  horizon?: OutboxHorizon;
   slots?: OutboxSlots;
   /** While settle statements fail: since when, and how many settles were given up. */
   settleFailure?: { since: string; lost: number } | null;
@@ -90,7 +95,7 @@ export class OutboxHealthIndicator {
     };
     const pending = await this.pendingWithin(timeoutMs);
     if (!pending.ok) return session.down({ ...base, message: pending.message });
-    const { oldestDueWaitMs, due, retrying, inFlight, expiredLeases, dead, countLimit } =
+    const { oldestDueWaitMs, due, retrying, inFlight, expiredLeases, dead, countLimit, horizon } =
       pending.value;
     const settleFailure = this.dispatcher.settleFailure;
     const data = {
@@ -102,6 +107,7 @@ export class OutboxHealthIndicator {
       expiredLeases,
       dead,
       countLimit,
+      horizon,
       slots: this.dispatcher.slots,
       settleFailure: settleFailure && {
         since: settleFailure.since.toISOString(),

@@ -59,7 +59,11 @@ export class OutboxAdmin {
    * probes use the bounded `OutboxRepository.pendingState` instead).
    */
   async status(): Promise<OutboxStatus> {
-    const byType = unwrap(await this.store.backlogByType());
+    const [backlog, horizon] = await Promise.all([
+      this.store.backlogByType(),
+      this.store.horizon(),
+    ]);
+    const byType = unwrap(backlog);
     const total = (
       field: 'due' | 'retrying' | 'inFlight' | 'expiredLeases' | 'dead' | 'discarded',
     ) => byType.reduce((sum, t) => sum + t[field], 0);
@@ -76,6 +80,7 @@ export class OutboxAdmin {
       lagMs: waits.length > 0 ? Math.max(...waits) : null,
       nextDueInMs: dues.length > 0 ? Math.min(...dues) : null,
       byType,
+      horizon: unwrap(horizon),
     };
   }
 

@@ -18,12 +18,18 @@ import { performance } from 'node:perf_hooks';
 export class WakeCoalescer {
   private lastInline = -Infinity;
   private trailing: NodeJS.Timeout | undefined;
-  /** Query runners whose open transaction holds an emit without its NOTIFY. */
-  private readonly unwoken = new WeakSet<object>();
+  /**
+   * Query runners whose open transaction holds an emit without its NOTIFY, with the payload that
+   * NOTIFY would have carried (its rows' due time) once the emit told it.
+   */
+  private readonly unwoken = new WeakMap<object, number | null>();
+  /** The earliest due time the next trailing wake is for; null when one of them is unknown. */
+  private pendingDueFrom: number | null | undefined;
 
   constructor(
     private readonly windowMs: number,
-    private readonly sendWake: () => Promise<unknown>,
+    /** Sends a wake naming the earliest due time it is for, or null when that is not known. */
+    private readonly sendWake: (dueFrom: number | null) => Promise<unknown>,
   ) {}
 
   /** Whether an emit in the transaction of `queryRunner` should carry its own NOTIFY. */
@@ -34,9 +40,17 @@ export class WakeCoalescer {
       this.lastInline = now;
       return true;
     }
-    this.unwoken.add(queryRunner);
+    this.unwoken.set(queryRunner, null);
     this.planTrailing();
     return false;
+  }
+
+  /** The emit without NOTIFY in the transaction of `queryRunner` wrote rows due from `epochMs`. */
+  emitted(queryRunner: object, epochMs: number): void {
+    if (!this.unwoken.has(queryRunner)) return;
+    const known = this.unwoken.get(queryRunner);
+    this.unwoken.set(queryRunner, known == null ? epochMs : Math.min(known, epochMs));
+    this.include(epochMs);
   }
 
   /** The transaction of `queryRunner` committed (TypeORM's `afterTransactionCommit`). */
@@ -44,6 +58,7 @@ export class WakeCoalescer {
     if (!this.unwoken.has(queryRunner)) return;
     // TypeORM reports a released savepoint as a commit too: wait for the outermost one.
     if ((queryRunner as { isTransactionActive?: boolean }).isTransactionActive) return;
+    this.include(this.unwoken.get(queryRunner) ?? null);
     this.unwoken.delete(queryRunner);
     this.planTrailing();
   }
@@ -53,7 +68,21 @@ export class WakeCoalescer {
     if (!this.trailing) return Promise.resolve();
     clearTimeout(this.trailing);
     this.trailing = undefined;
-    return this.sendWake().catch(() => undefined);
+    return this.sendWake(this.takeDueFrom()).catch(() => undefined);
+  }
+
+  private include(dueFrom: number | null): void {
+    const pending = this.pendingDueFrom;
+    if (pending === undefined) this.pendingDueFrom = dueFrom;
+    else if (pending !== null)
+      this.pendingDueFrom = dueFrom === null ? null : Math.min(pending, dueFrom);
+  }
+
+  /** What the wake sent now names: the earliest due time since the last one, if known. */
+  private takeDueFrom(): number | null {
+    const dueFrom = this.pendingDueFrom ?? null;
+    this.pendingDueFrom = undefined;
+    return dueFrom;
   }
 
   private planTrailing(): void {
@@ -62,7 +91,7 @@ export class WakeCoalescer {
       this.trailing = undefined;
       // The trailing wake counts as this window's NOTIFY: the next emit rides on it.
       this.lastInline = performance.now();
-      void this.sendWake().catch(() => undefined);
+      void this.sendWake(this.takeDueFrom()).catch(() => undefined);
     }, this.windowMs);
     this.trailing.unref();
   }

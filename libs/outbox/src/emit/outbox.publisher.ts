@@ -55,7 +55,7 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
     @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
     @Optional() private readonly telemetry: OutboxTelemetry = new OutboxTelemetry(),
   ) {
-    this.wakes = new WakeCoalescer(options.wakeCoalesceMs, () => this.sendWake());
+    this.wakes = new WakeCoalescer(options.wakeCoalesceMs, (dueFrom) => this.sendWake(dueFrom));
   }
 
   onModuleInit(): void {
@@ -70,9 +70,9 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
   }
 
   /** A coalesced wake, tried twice: a wake lost would leave committed events to the poll. */
-  private async sendWake(): Promise<void> {
+  private async sendWake(dueFrom: number | null): Promise<void> {
     for (let attempt = 1; attempt <= 2; attempt++) {
-      const result = await this.store.wake();
+      const result = await this.store.wake(dueFrom);
       if (result.ok) return;
       if (attempt === 2) this.logger.warn(`Outbox wake not sent: ${result.error.message}`);
     }
@@ -101,10 +101,14 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
   ): Promise<string | string[] | EnqueuedEvent | EnqueuedEvent[]> {
     const manager = options.manager ?? this.ambientManager();
     if (!manager?.queryRunner?.isTransactionActive) throw new OutboxTransactionRequiredError(EMIT);
-    const notify = this.wakes.inline(manager.queryRunner);
+    const runner = manager.queryRunner;
+    const notify = this.wakes.inline(runner);
     const list: readonly NewOutboxEvent[] = Array.isArray(events) ? events : [events];
     const result = await this.telemetry.emitting(list, (traced) =>
-      this.store.enqueue(manager, traced, { notify }),
+      this.store.enqueue(manager, traced, {
+        notify,
+        dueFrom: (epochMs) => this.wakes.emitted(runner, epochMs),
+      }),
     );
     if (!result.ok) throw result.error;
     const enqueued = result.value;

@@ -84,6 +84,8 @@ export class OutboxTelemetry {
       instruments.overdue,
       instruments.dead,
       instruments.oldestDueWait,
+      instruments.horizonHeld,
+      instruments.deadTuples,
     ];
     const callback = (observer: Otel.BatchObservableResult) => this.observeState(observer);
     meter.addBatchObservableCallback(callback, gauges);
@@ -228,6 +230,8 @@ export class OutboxTelemetry {
     observer.observe(instruments.overdue, state.expiredLeases);
     observer.observe(instruments.dead, state.dead);
     observer.observe(instruments.oldestDueWait, seconds(state.oldestDueWaitMs ?? 0));
+    observer.observe(instruments.horizonHeld, seconds(state.horizon.heldMs ?? 0));
+    observer.observe(instruments.deadTuples, state.horizon.deadTuples);
   }
 }
 
@@ -308,6 +312,15 @@ function createInstruments(meter: Otel.Meter) {
     oldestDueWait: meter.createObservableGauge('outbox.lag', {
       description: 'How long the oldest due event has waited.',
       unit: 's',
+    }),
+    horizonHeld: meter.createObservableGauge('outbox.db.xmin_horizon.age', {
+      description:
+        "How long the oldest transaction holding the database's xmin horizon has been open.",
+      unit: 's',
+    }),
+    deadTuples: meter.createObservableGauge('outbox.db.dead_tuples', {
+      description: 'Dead tuples of the outbox table, as PostgreSQL last counted them.',
+      unit: '{tuple}',
     }),
   };
 }

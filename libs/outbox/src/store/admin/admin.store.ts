@@ -37,6 +37,7 @@ import {
   toMinuteCounts,
   type ReportedDispatcher,
 } from './status.sql';
+import { HORIZON, toHorizon, type HorizonRow, type OutboxHorizon } from '../horizon.sql';
 
 /**
  * `OutboxAdmin`'s store: dead letters listed, grouped and changed, events listed by type and
@@ -114,6 +115,11 @@ export class AdminStore {
   }
 
   /** Undelivered events by type and state (see `BACKLOG_BY_TYPE`); grows with the backlog. */
+  /** The xmin horizon on the outbox's database (see `OutboxHorizon`). */
+  async horizon(): Promise<OutboxResult<OutboxHorizon>> {
+    return this.client.run('horizon', HORIZON, [], ([row]: HorizonRow[]) => toHorizon(row));
+  }
+
   async backlogByType(): Promise<OutboxResult<TypeBacklog[]>> {
     return this.client.run('backlogByType', BACKLOG_BY_TYPE, [], toBacklog);
   }

@@ -1,3 +1,4 @@
+import type { OutboxHorizon } from '../horizon.sql';
 import type { OutboxEvent } from '../../outbox-event.types';
 import type { DispatcherReport } from '../dispatcher-report.store';
 import type { HandlerFailure } from '../outbox-event.entity';
@@ -137,6 +138,8 @@ export interface OutboxStatus {
   /** When the next event is due, in ms from now (0: now); null when nothing waits. */
   nextDueInMs: number | null;
   byType: TypeBacklog[];
+  /** The xmin horizon on the outbox's database (see `OutboxHorizon`). */
+  horizon: OutboxHorizon;
 }
 
 /**

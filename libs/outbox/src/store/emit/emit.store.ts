@@ -20,6 +20,11 @@ export interface EnqueueOptions {
    * coalesces wakes and sends one itself (`wake()`).
    */
   notify?: boolean;
+  /**
+   * Without `notify`: told the wake payload the NOTIFY would have carried (the transaction's
+   * `now()` in epoch ms), for the caller's own wake.
+   */
+  dueFrom?: (epochMs: number) => void;
 }
 
 /** What an enqueue did with one event. */
@@ -66,7 +71,11 @@ export class OutboxEmitStore {
         manager,
         enqueueStatement(chunk.length, notify),
         enqueueParameters(chunk, notify ? this.client.channel : null),
-        (written: { id: string }[]) => written.forEach((row) => inserted.add(row.id)),
+        (written: { id: string; due_from?: string }[]) => {
+          for (const row of written) inserted.add(row.id);
+          const dueFrom = written[0]?.due_from;
+          if (dueFrom !== undefined) options.dueFrom?.(Number(dueFrom));
+        },
       );
       if (!result.ok) return result;
     }
@@ -94,8 +103,16 @@ export class OutboxEmitStore {
     return ok(enqueued);
   }
 
-  /** Sends a NOTIFY on the channel now, on a connection of its own (a coalesced trailing wake). */
-  async wake(): Promise<OutboxResult<void>> {
-    return this.client.run('wake', WAKE, wakeParameters(this.client.channel), () => undefined);
+  /**
+   * Sends a NOTIFY on the channel now, on a connection of its own (a coalesced trailing wake),
+   * naming the earliest due time of the rows it wakes for when the caller knows it.
+   */
+  async wake(dueFrom: number | null = null): Promise<OutboxResult<void>> {
+    return this.client.run(
+      'wake',
+      WAKE,
+      wakeParameters(this.client.channel, dueFrom),
+      () => undefined,
+    );
   }
 }

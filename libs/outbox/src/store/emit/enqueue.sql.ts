@@ -28,7 +28,8 @@ const enqueueStatements = new Map<string, string>();
  * Plain VALUES with the notify in RETURNING (rather than a JSON document expanded in SQL, or a
  * CTE) keeps the emit within about a tenth of a bare INSERT. Without the notify (wakes coalesced,
  * see `WakeCoalescer`) the commit skips PostgreSQL's notify queue, which serialises the commits
- * of concurrent producers.
+ * of concurrent producers, and each row returns the payload its NOTIFY would have carried, for
+ * the trailing wake.
  * An id already present inserts nothing and is missing from RETURNING, which is how the
  * caller tells a duplicate from a new event.
  * Parameters: the columns of ENQUEUE_COLUMNS for each row, then the channel (with `notify`).
@@ -46,14 +47,18 @@ export function enqueueStatement(rows: number, notify = true): string {
   INSERT INTO outbox_event (${ENQUEUE_COLUMNS.join(', ')})
   VALUES ${values.join(',\n         ')}
   ON CONFLICT (id) DO NOTHING
-  RETURNING id${notify ? `, pg_notify($${rows * width + 1}, ${WAKE_PAYLOAD})` : ''}
+  RETURNING id, ${notify ? `pg_notify($${rows * width + 1}, ${WAKE_PAYLOAD})` : `${WAKE_PAYLOAD} AS due_from`}
 `;
   if (rows <= 16) enqueueStatements.set(key, statement);
   return statement;
 }
 
-/** Wakes listeners now, outside any caller's transaction (a coalesced trailing wake). $1 channel. */
-export const WAKE = `SELECT pg_notify($1, '')`;
+/**
+ * Wakes listeners now, outside any caller's transaction (a coalesced trailing wake). $1 channel,
+ * $2 the payload: the earliest due time of the rows it wakes for (see `WAKE_PAYLOAD`), or '' when
+ * it is not known.
+ */
+export const WAKE = `SELECT pg_notify($1, $2::text)`;
 
 /**
  * Of the ids an enqueue found already present, those whose stored event differs from what was
@@ -96,9 +101,9 @@ export function enqueueParameters(rows: readonly OutboxRow[], channel: string | 
   return parameters;
 }
 
-/** WAKE: $1 the channel. */
-export function wakeParameters(channel: string): unknown[] {
-  return [channel];
+/** WAKE: $1 the channel, $2 the earliest due time (epoch ms) it wakes for, when known. */
+export function wakeParameters(channel: string, dueFrom: number | null): unknown[] {
+  return [channel, dueFrom === null ? '' : String(dueFrom)];
 }
 
 /** FIND_CONFLICTING: $1 the rows an enqueue found present, as one JSON document. */

@@ -1,3 +1,6 @@
+import type { OutboxHorizon } from '../horizon.sql';
+
+export type { OutboxHorizon };
 import type { OutboxEvent } from '../../outbox-event.types';
 import type { HandlerFailure } from '../outbox-event.entity';
 
@@ -118,6 +121,8 @@ export interface PendingState {
    * the counts are exact (`exactState`).
    */
   countLimit: number | null;
+  /** The xmin horizon on the outbox's database (see `OutboxHorizon`). */
+  horizon: OutboxHorizon;
 }
 
 /** Options of `nextDue` and `exactState`. */

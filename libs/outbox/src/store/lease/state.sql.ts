@@ -1,3 +1,4 @@
+import { HORIZON_COLUMNS, toHorizon, type HorizonRow } from '../horizon.sql';
 import { NEVER_DUE } from '../outbox-row.sql';
 import { toDueInMs, toWaitMs, typeFilter } from '../store.client';
 import type { NextDueOptions, PendingState, TypeFilterOptions } from './lease.types';
@@ -133,7 +134,7 @@ export const PENDING_STATE = `
       AS next_due_in_ms,
     CASE WHEN r.live_due_at <= now()
       THEN (extract(epoch FROM now() - r.live_due_at) * 1000)::float8
-    END AS oldest_due_wait_ms
+    END AS oldest_due_wait_ms,${HORIZON_COLUMNS}
   FROM leases AS l, ranges AS r
 `;
 
@@ -155,7 +156,7 @@ export const EXACT_STATE = `
     CASE WHEN min(next_attempt_at) FILTER (WHERE dead_at IS NULL) <= now()
       THEN (extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE dead_at IS NULL))
             * 1000)::float8
-    END AS oldest_due_wait_ms
+    END AS oldest_due_wait_ms,${HORIZON_COLUMNS}
   FROM outbox_event
   WHERE dispatched_at IS NULL
     AND discarded_at IS NULL
@@ -176,7 +177,7 @@ export function toNextDue([row]: { next_due_in_ms: number | null }[]): number | 
   return toDueInMs(row.next_due_in_ms);
 }
 
-interface StateRow {
+interface StateRow extends HorizonRow {
   due: number;
   retrying: number;
   in_flight: number;
@@ -197,5 +198,6 @@ export function toPendingState(countLimit: number | null) {
     expiredLeases: row.expired_leases,
     dead: row.dead,
     countLimit,
+    horizon: toHorizon(row),
   });
 }
