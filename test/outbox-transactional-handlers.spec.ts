@@ -73,6 +73,23 @@ class ThroughServices {
   }
 }
 
+/** The isolation level each run of `Snapshot` saw, in run order. */
+const levelsSeen: string[] = [];
+
+@Injectable()
+class Snapshot {
+  @OnOutboxEvent('snapshot', {
+    events: ['report.requested'],
+    transaction: { isolationLevel: 'REPEATABLE READ' },
+  })
+  async handle(_event: OutboxEvent, ctx: TransactionalHandlerContext) {
+    const [row] = await ctx.manager.query<{ level: string }[]>(
+      `SELECT current_setting('transaction_isolation') AS level`,
+    );
+    levelsSeen.push(row.level);
+  }
+}
+
 let db: TestDatabase;
 let app: INestApplication;
 let sql: Client;
@@ -95,7 +112,7 @@ beforeAll(async () => {
       retention: { enabled: false },
     },
     imports: [clsTransactionsModule()],
-    providers: [Ledger, EffectService, ThroughServices],
+    providers: [Ledger, EffectService, ThroughServices, Snapshot],
   });
   dataSource = app.get(DataSource);
   dispatcher = app.get(OutboxDispatcher);
@@ -143,6 +160,45 @@ describe('transactional handlers', () => {
     const row = await outboxRow(id);
     expect(row.dispatched_at).not.toBeNull();
     expect(Object.keys(row.deliveries)).toEqual(['ledger']);
+  });
+
+  it('run at the isolation level each handler declares, through the ambient transaction host and without one', async () => {
+    levelsSeen.length = 0;
+    behaviour.ledger = async (_event, ctx) => {
+      const [row] = await ctx.manager.query<{ level: string }[]>(
+        `SELECT current_setting('transaction_isolation') AS level`,
+      );
+      levelsSeen.push(`ledger: ${row.level}`);
+    };
+    const report = {
+      type: 'report.requested',
+      aggregateType: 'report',
+      aggregateId: 'r-1',
+      payload: {},
+    };
+    await emit(paid({ aggregateId: 'inv-iso' }));
+    await emit(report);
+    await dispatcher.drainOnce();
+    expect(levelsSeen.sort()).toEqual(['ledger: read committed', 'repeatable read']);
+
+    // An app without @nestjs-cls/transactional: the outbox opens the transaction itself.
+    levelsSeen.length = 0;
+    const plain = await createOutboxApp({
+      url: db.url,
+      outbox: { autoStart: false, retention: { enabled: false } },
+      providers: [Snapshot],
+    });
+    try {
+      await plain
+        .get(DataSource)
+        .transaction((manager) =>
+          plain.get(OutboxPublisher).emit({ ...report, aggregateId: 'r-2' }, { manager }),
+        );
+      await plain.get(OutboxDispatcher).drainOnce();
+      expect(levelsSeen).toEqual(['repeatable read']);
+    } finally {
+      await plain.close();
+    }
   });
 
   it('roll back every write of a handler that throws, and run it again on the retry', async () => {

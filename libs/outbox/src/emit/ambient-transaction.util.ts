@@ -7,7 +7,7 @@ export interface AmbientTransactionHost {
   isTransactionActive(): boolean;
   withTransaction<R>(
     propagation: string,
-    options: { isolationLevel: string },
+    options: { isolationLevel?: string },
     fn: () => Promise<R>,
   ): Promise<R>;
 }

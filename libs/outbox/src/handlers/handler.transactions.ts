@@ -76,7 +76,7 @@ export class HandlerTransactions implements OnModuleInit {
     let handlerEnded: Promise<unknown> = Promise.resolve();
     const committed = this.slots.acquire(request.signal).then(async (release) => {
       try {
-        await this.open(request.isolationLevel, (manager) =>
+        await this.open((manager) =>
           this.work(manager, request, (handler) => {
             handlerEnded = handler;
           }),
@@ -103,7 +103,7 @@ export class HandlerTransactions implements OnModuleInit {
   ): Promise<void> {
     const { signal } = request;
     if (signal.aborted) throw signal.reason;
-    const prepared = await this.store.prepare(manager, request.budgetMs);
+    const prepared = await this.store.prepare(manager, request.budgetMs, request.isolationLevel);
     if (!prepared.ok) throw prepared.error;
     const open = { value: true };
     const abandoned = this.abandonOnAbort(manager, prepared.value, signal);
@@ -194,15 +194,13 @@ export class HandlerTransactions implements OnModuleInit {
    * host when it has one for this DataSource (so services the handler calls join it through
    * `txHost.tx` or `@Transactional()`), directly otherwise.
    */
-  private async open(
-    isolationLevel: OutboxIsolationLevel,
-    work: (manager: EntityManager) => Promise<void>,
-  ): Promise<void> {
+  private async open(work: (manager: EntityManager) => Promise<void>): Promise<void> {
     const ambient = this.ambient;
     if (ambient) {
       const { host, requiresNew } = ambient;
       try {
-        return await host.withTransaction(requiresNew, { isolationLevel }, () => {
+        // No isolation level here: the setup sets it in its own round trip (see `prepare`).
+        return await host.withTransaction(requiresNew, {}, () => {
           const manager = host.tx as EntityManager | undefined;
           if (manager?.connection !== this.dataSource) throw new ForeignAmbientTransaction();
           return work(manager);
@@ -217,7 +215,7 @@ export class HandlerTransactions implements OnModuleInit {
         );
       }
     }
-    return this.dataSource.transaction(isolationLevel, work);
+    return this.dataSource.transaction(work);
   }
 }
 

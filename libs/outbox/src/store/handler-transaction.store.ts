@@ -1,4 +1,7 @@
 import type { DataSource, EntityManager } from 'typeorm';
+import { ISOLATION_LEVELS } from '../outbox.constants';
+
+type IsolationLevel = (typeof ISOLATION_LEVELS)[number];
 import type { OutboxResult } from './outbox.result';
 import { StoreClient, type OutboxStoreOptions } from './store.client';
 
@@ -28,17 +31,23 @@ const RECORD_DELIVERY = `
 `;
 
 /**
- * Opens a transactional handler's transaction: the backend's pid and the transaction's start (in
- * microseconds), to cancel its statement when the handler runs out of budget, and a statement
- * timeout for this transaction only, so no single statement of the handler outlives its budget
- * even if the cancel cannot be sent.
- * $1 statement timeout ms, as text.
+ * Opens a transactional handler's transaction, in one round trip: its isolation level (the
+ * transaction was begun without one, so this is its first statement), the backend's pid and the
+ * transaction's start (in microseconds), to cancel its statement when the handler runs out of
+ * budget, and a statement timeout for this transaction only, so no single statement of the
+ * handler outlives its budget even if the cancel cannot be sent. Two statements in one simple
+ * query (SET takes no parameters): the level is one of ISOLATION_LEVELS and the timeout an
+ * integer, both checked here before they are written in.
  */
-const HANDLER_TRANSACTION_SETUP = `
+function handlerTransactionSetup(isolationLevel: IsolationLevel, timeoutMs: number): string {
+  if (!ISOLATION_LEVELS.includes(isolationLevel) || !Number.isSafeInteger(timeoutMs)) {
+    throw new RangeError(`no handler transaction at ${isolationLevel}, ${timeoutMs} ms`);
+  }
+  return `SET TRANSACTION ISOLATION LEVEL ${isolationLevel};
   SELECT pg_backend_pid() AS pid,
          (extract(epoch FROM now()) * 1000000)::bigint::text AS started_us,
-         set_config('statement_timeout', $1::text, true) AS timeout
-`;
+         set_config('statement_timeout', '${timeoutMs}', true) AS timeout`;
+}
 
 /**
  * Cancels the statement a backend is running, only while that backend is still in the given
@@ -83,18 +92,19 @@ export class HandlerTransactionStore {
   }
 
   /**
-   * Prepares a transactional handler's transaction: bounds its statements by `budgetMs` and
-   * returns what `cancelBackend` needs to find it.
+   * Prepares a transactional handler's transaction, begun without an isolation level: sets
+   * `isolationLevel`, bounds its statements by `budgetMs` and returns what `cancelBackend` needs
+   * to find it.
    */
   async prepare(
     manager: EntityManager,
     budgetMs: number,
+    isolationLevel: IsolationLevel,
   ): Promise<OutboxResult<BackendTransaction>> {
-    return this.client.runIn(
+    return this.client.runScriptIn(
       'prepareHandlerTransaction',
       manager,
-      HANDLER_TRANSACTION_SETUP,
-      [String(Math.max(1, Math.ceil(budgetMs)))],
+      handlerTransactionSetup(isolationLevel, Math.max(1, Math.ceil(budgetMs))),
       ([row]: { pid: number; started_us: string }[]) => ({
         pid: row.pid,
         startedUs: row.started_us,

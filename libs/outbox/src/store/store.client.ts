@@ -85,6 +85,34 @@ export class StoreClient {
   }
 
   /**
+   * Statements without parameters, sent together as one simple query in the caller's
+   * transaction (one round trip); the rows are the last statement's. Straight to the
+   * connection's driver: TypeORM's query runner keeps only a single statement's rows.
+   */
+  async runScriptIn<R, T>(
+    operation: string,
+    manager: EntityManager,
+    script: string,
+    map: (rows: R) => T,
+  ): Promise<OutboxResult<T>> {
+    const connection = (
+      manager.queryRunner as { databaseConnection?: { query(text: string): Promise<unknown> } }
+    ).databaseConnection;
+    if (!connection) {
+      return fail(new OutboxStoreError(operation, 'no connection in the transaction', undefined));
+    }
+    let rows: R;
+    try {
+      const results = await connection.query(script);
+      const last: unknown = Array.isArray(results) ? results.at(-1) : results;
+      rows = (last as { rows: R }).rows;
+    } catch (err) {
+      return fail(toStoreError(operation, err));
+    }
+    return ok(map(rows));
+  }
+
+  /**
    * Gives up on every statement of the store's own still waiting for an answer, discarding
    * their connections, so a shutdown out of time leaves no pool connection checked out (the
    * DataSource could not close while one is). Their callers get a failed result.
