@@ -74,11 +74,14 @@ export const CLAIM = `
     WHERE e.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
               e.payload, e.metadata, e.occurred_at, e.causation_id, e.correlation_id,
-              e.attempts, e.lease_expires_at, e.deliveries, e.failures, e.dead_at, e.last_error,
+              e.attempts, e.deliveries, e.failures, e.dead_at, e.last_error,
+              -- Times the engine reads as numbers travel as epoch ms: the driver parses a
+              -- timestamp's text for each, on every row of every claim.
+              (extract(epoch FROM e.lease_expires_at) * 1000)::float8 AS lease_expires_ms,
               -- The claim's own clock: handlers' retry times are compared with it.
-              now() AS claimed_at
+              (extract(epoch FROM now()) * 1000)::float8 AS claimed_ms
   )
-  SELECT claimed.*, picked.due_at
+  SELECT claimed.*, (extract(epoch FROM picked.due_at) * 1000)::float8 AS due_ms
   FROM claimed
   JOIN picked USING (id)
   ORDER BY picked.due_at, id
@@ -97,13 +100,13 @@ export function claimParameters(options: ClaimOptions): unknown[] {
 
 interface ClaimedRow extends EventRow {
   attempts: number;
-  lease_expires_at: Date;
+  lease_expires_ms: number;
   deliveries: Record<string, string>;
   failures: Record<string, HandlerFailure>;
   dead_at: Date | null;
   last_error: string | null;
-  claimed_at: Date;
-  due_at: Date;
+  claimed_ms: number;
+  due_ms: number;
 }
 
 /**
@@ -125,9 +128,9 @@ export function toRecords(rows: ClaimedRow[]): OutboxRecord[] {
     causationId: row.causation_id,
     correlationId: row.correlation_id,
     attempts: row.attempts,
-    claimedAt: row.claimed_at,
-    dueAt: row.due_at,
-    leaseExpiresAt: row.lease_expires_at,
+    claimedAt: new Date(row.claimed_ms),
+    dueAt: new Date(row.due_ms),
+    leaseExpiresAt: new Date(row.lease_expires_ms),
     deliveries: row.deliveries,
     failures: row.failures,
     deadAt: row.dead_at,
