@@ -99,6 +99,26 @@ describe('the page', () => {
     await request(app.getHttpServer()).post('/ops/outbox/replay').send('id=x').expect(403);
   });
 
+  it('shows how long a transaction has held the xmin horizon, and the dead tuples', async () => {
+    const holder = await db.connect();
+    try {
+      await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await holder.query('SELECT count(*) FROM outbox_event');
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      const page = await request(app.getHttpServer())
+        .get('/ops/outbox')
+        .set(operator())
+        .expect(200);
+      const card = (label: string) =>
+        new RegExp(`data-testid="count-${label}"><b>([^<]*)</b>`).exec(page.text)?.[1];
+      expect(card('horizon held')).toMatch(/^\d+(\.\d+)? ?s$/);
+      expect(card('dead tuples')).toMatch(/^\d+$/);
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+  });
+
   it('escapes every value it shows: types, handlers and errors are data, never markup', async () => {
     const page = await request(app.getHttpServer()).get('/ops/outbox').set(operator()).expect(200);
     expect(page.headers['content-type']).toBe('text/html; charset=utf-8');
