@@ -10,6 +10,7 @@ import {
 import { drainUntilIdle, outboxTestingOptions } from '@app/outbox/testing';
 import { createOutboxApp } from './support/outbox-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { holdHorizon } from './support/horizon';
 
 /**
  * OutboxDashboardModule over HTTP: what it refuses to mount, what its guard does, that every
@@ -100,10 +101,8 @@ describe('the page', () => {
   });
 
   it('shows how long a transaction has held the xmin horizon, and the dead tuples', async () => {
-    const holder = await db.connect();
+    const horizon = await holdHorizon(() => db.connect());
     try {
-      await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-      await holder.query('SELECT count(*) FROM outbox_event');
       await new Promise((resolve) => setTimeout(resolve, 1100));
       const page = await request(app.getHttpServer())
         .get('/ops/outbox')
@@ -114,8 +113,7 @@ describe('the page', () => {
       expect(card('horizon held')).toMatch(/^\d+(\.\d+)? ?s$/);
       expect(card('dead tuples')).toMatch(/^\d+$/);
     } finally {
-      await holder.query('ROLLBACK');
-      await holder.end();
+      await horizon.release();
     }
   });
 

@@ -16,6 +16,7 @@ import { withDatabase } from './support/database-url';
 import { migratedIndexes } from './support/schema-catalog';
 import { useTestDatabase } from './support/test-database';
 import { ADMIN_URL_ENV, TEMPLATE_ENV, requireRunEnv } from './support/test-run';
+import { holdHorizon } from './support/horizon';
 
 /**
  * The due indexes: a claim or a plan reads the rows it needs, not the rows resting ahead of them
@@ -183,11 +184,8 @@ describe('the claim while a long transaction holds the xmin horizon', () => {
   // removes, and VACUUM cannot while an older snapshot is open. A claim from the head of the due
   // range (where the previous claim left it) skips them; a claim from the start walks them all.
   it('with 20,000 dead entries in front of 100 due rows, a claim from the head reads at most 3 buffers per row it returns', async () => {
-    const holder = await t.db.connect();
+    const horizon = await holdHorizon(() => t.db.connect());
     try {
-      await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-      await holder.query('SELECT count(*) FROM outbox_event');
-
       await t.sql.query(
         `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, next_attempt_at)
          SELECT gen_random_uuid(), 'bulk.done', 'bulk', g::text, '{}'::jsonb,
@@ -220,8 +218,7 @@ describe('the claim while a long transaction holds the xmin horizon', () => {
       expect(fromStart.claimed.sort()).toEqual([...due].sort());
       expect(dueIndexBuffers(fromStart.plan)).toBeGreaterThan(3 * DUE);
     } finally {
-      await holder.query('ROLLBACK');
-      await holder.end();
+      await horizon.release();
     }
   });
 });

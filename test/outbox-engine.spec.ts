@@ -13,6 +13,7 @@ import {
 import { useTestDatabase } from './support/test-database';
 import { createOutboxApp, deferred, eventually } from './support/outbox-app';
 import { LogCapture } from './support/log-capture';
+import { holdHorizon } from './support/horizon';
 
 /**
  * The delivery engine through the real module: slots that refill while a slow event runs, an
@@ -235,11 +236,8 @@ describe('OutboxModule delivery engine', () => {
   it.each([['without'], ['with']])(
     'an emit whose transaction commits after 1,000 later ones is delivered at its commit (%s a long transaction holding the xmin horizon)',
     async (horizon) => {
-      if (horizon === 'with') {
-        const holder = await lockSession();
-        await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-        await holder.query('SELECT count(*) FROM outbox_event');
-      }
+      // Ended after the test, with the other sessions of the test.
+      if (horizon === 'with') await holdHorizon(lockSession);
       // The poll, which scans the whole due range, is far beyond the 20 s `eventually` bound:
       // only the late commit's own wake can have it claimed in time.
       const app = await start({ pollIntervalMs: 120_000 });

@@ -16,6 +16,7 @@ import { OutboxEmitStore } from '@app/outbox/store/emit/emit.store';
 import { RetentionStore } from '@app/outbox/store/retention.store';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { invoicePaid } from './support/events';
+import { holdHorizon } from './support/horizon';
 
 /**
  * The lease proof: every guarantee the relay builds on, shown against a real PostgreSQL with
@@ -749,19 +750,17 @@ describe('outbox lease proof', () => {
   });
 
   it('16b. pendingState and exactState report how long the oldest transaction has held the xmin horizon', async () => {
-    const holder = await db.connect();
+    const horizon = await holdHorizon(() => db.connect());
     try {
-      await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-      await holder.query('SELECT count(*) FROM outbox_event');
       await new Promise((resolve) => setTimeout(resolve, 300));
       for (const state of [value(await repo.pendingState()), value(await repo.exactState())]) {
         expect(state.horizon.heldMs).toBeGreaterThanOrEqual(300);
         expect(state.horizon.deadTuples).toBeGreaterThanOrEqual(0);
       }
-      await holder.query('ROLLBACK');
+      await horizon.release();
       expect(value(await repo.pendingState()).horizon.heldMs).toBeNull();
     } finally {
-      await holder.end();
+      await horizon.release();
     }
   });
 

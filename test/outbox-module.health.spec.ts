@@ -14,6 +14,7 @@ import {
 } from '@app/outbox';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 import { createOutboxApp, deferred, eventually } from './support/outbox-app';
+import { holdHorizon } from './support/horizon';
 
 /** Readiness over real HTTP (Terminus), and the retention sweep on its schedule. */
 
@@ -173,10 +174,8 @@ describe('OutboxHealthIndicator over HTTP', () => {
   });
 
   it('stays up (200) while a long transaction holds the xmin horizon, and says how long it has', async () => {
-    const holder = await db.connect();
+    const horizon = await holdHorizon(() => db.connect());
     try {
-      await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-      await holder.query('SELECT count(*) FROM outbox_event');
       await new Promise((resolve) => setTimeout(resolve, 300));
 
       const res = await request(app.getHttpServer()).get('/health');
@@ -185,8 +184,7 @@ describe('OutboxHealthIndicator over HTTP', () => {
       expect(res.body.info.outbox.status).toBe('up');
       expect(res.body.info.outbox.horizon.heldMs).toBeGreaterThanOrEqual(300);
     } finally {
-      await holder.query('ROLLBACK');
-      await holder.end();
+      await horizon.release();
     }
   });
 
