@@ -152,7 +152,7 @@ export class OutboxHealthIndicator {
       );
     });
     const query = this.repository
-      .pendingState({ types: this.options.types })
+      .pendingState({ types: this.options.types, dueFrom: this.dispatcher.claimsFrom })
       .then((result) =>
         result.ok
           ? { ok: true as const, value: result.value }

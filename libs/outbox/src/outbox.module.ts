@@ -69,12 +69,8 @@ const providers: Provider[] = [
   ...stores,
   {
     provide: OutboxTelemetry,
-    inject: [OutboxRepository, OUTBOX_OPTIONS],
-    useFactory: (repository: OutboxRepository, options: ResolvedOutboxOptions) => {
-      const telemetry = new OutboxTelemetry();
-      telemetry.observeStateFrom(() => repository.pendingState({ types: options.types }));
-      return telemetry;
-    },
+    // Its state gauges are wired by the dispatcher, which knows where its claims start.
+    useFactory: () => new OutboxTelemetry(),
   },
   {
     provide: OUTBOX_SCHEDULER,

@@ -125,6 +125,10 @@ export class OutboxDispatcher
     this.producer = new OutboxProducer(repository, this.executor, this.completer, options, (n) =>
       this.telemetry.claimed(n),
     );
+    // The state gauges read what the health probe reads, from where this instance claims.
+    this.telemetry.observeStateFrom(() =>
+      repository.pendingState({ types: options.types, dueFrom: this.claimsFrom }),
+    );
     this.heartbeat = new OutboxHeartbeat(
       reports,
       () => ({
@@ -153,6 +157,14 @@ export class OutboxDispatcher
   /** When the running dispatcher was started. */
   get runningSince(): Date | null {
     return this.current === 'running' ? this.startedAt : null;
+  }
+
+  /**
+   * Where this instance's claims start in the due range (epoch ms, database clock); null when it
+   * does not run or scans the whole range. State probes start there too.
+   */
+  get claimsFrom(): number | null {
+    return this.current === 'running' ? this.producer.claimsFrom : null;
   }
 
   /** When the last claim completed without a store failure. */

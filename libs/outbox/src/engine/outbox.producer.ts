@@ -120,6 +120,11 @@ export class OutboxProducer {
     for (const event of this.queue.drain()) this.giveBack(event);
   }
 
+  /** Where the next claim starts in the due range (epoch ms, database clock), or null. */
+  get claimsFrom(): number | null {
+    return this.running ? this.dueRange.lowerBound : null;
+  }
+
   /** Claimed events waiting for a slot. */
   get queued(): number {
     return this.queue.length;

@@ -144,4 +144,9 @@ export interface PendingStateOptions {
    * stop at this value. Default 1000.
    */
   countLimit?: number;
+  /**
+   * The running dispatcher's claim bound (epoch ms, see `ClaimOptions.dueFrom`): due rows and
+   * expired leases are read from there. Null or absent: from the start.
+   */
+  dueFrom?: number | null;
 }

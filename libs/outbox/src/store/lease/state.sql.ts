@@ -1,14 +1,23 @@
 import { HORIZON_COLUMNS, toHorizon, type HorizonRow } from '../horizon.sql';
 import { NEVER_DUE } from '../outbox-row.sql';
 import { toDueInMs, toWaitMs, typeFilter } from '../store.client';
-import type { NextDueOptions, PendingState, TypeFilterOptions } from './lease.types';
+import type {
+  NextDueOptions,
+  PendingState,
+  PendingStateOptions,
+  TypeFilterOptions,
+} from './lease.types';
 
-/** The first entry of each due index: the earliest due time of a live, and of a dead, row. $1 types. */
+/**
+ * The first entry of each due index: the earliest due time of a live row (from $3, the claims'
+ * lower bound, when given), and of a dead one. $1 types.
+ */
 const EARLIEST_LIVE = `(
   SELECT next_attempt_at
   FROM outbox_event
   WHERE dispatched_at IS NULL
     AND dead_at IS NULL
+    AND ($3::timestamptz IS NULL OR next_attempt_at >= $3::timestamptz)
     AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
   ORDER BY next_attempt_at
   LIMIT 1)`;
@@ -65,7 +74,13 @@ export function nextDueParameters(options: NextDueOptions): unknown[] {
  * and the leases are subtracted. The ORDER BY of every count follows its index, which keeps the
  * planner on the index: a LIMIT without it can look cheaper as a sequential scan.
  * When expired leases reach $2, `due` may include some of them.
- * $1 types (text[] or null), $2 count limit.
+ *
+ * With $3 (the running dispatcher's claim bound, see CLAIM) the due side starts there, as the
+ * claims do: while a long transaction holds the xmin horizon, the entries every claim and settle
+ * leave at the front of the due index stay, and a probe from the start would walk them all. A
+ * row due before the bound (a late commit whose wake was missed) is then neither due nor lag
+ * here until the next whole-range claim takes it (at the latest on the poll).
+ * Parameters: see `pendingStateParameters`.
  */
 export const PENDING_STATE = `
   WITH leases AS (
@@ -86,6 +101,7 @@ export const PENDING_STATE = `
              WHERE dispatched_at IS NULL
                AND lease_expires_at IS NOT NULL
                AND lease_expires_at <= now()
+               AND ($3::timestamptz IS NULL OR lease_expires_at >= $3::timestamptz)
                AND dead_at IS NULL
                AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
              ORDER BY lease_expires_at
@@ -100,6 +116,7 @@ export const PENDING_STATE = `
              WHERE dispatched_at IS NULL
                AND dead_at IS NULL
                AND next_attempt_at <= now()
+               AND ($3::timestamptz IS NULL OR next_attempt_at >= $3::timestamptz)
                AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
              ORDER BY next_attempt_at
              LIMIT $2::int + (SELECT expired_leases FROM leases)) AS due)::int AS due_range,
@@ -168,9 +185,13 @@ export function typeParameters(options: TypeFilterOptions): unknown[] {
   return [typeFilter(options)];
 }
 
-/** PENDING_STATE: $1 types (text[] or null), $2 count limit. */
-export function pendingStateParameters(options: TypeFilterOptions, countLimit: number): unknown[] {
-  return [typeFilter(options), countLimit];
+/** PENDING_STATE: $1 types (text[] or null), $2 count limit, $3 due from (epoch ms) or null. */
+export function pendingStateParameters(
+  options: PendingStateOptions,
+  countLimit: number,
+): unknown[] {
+  const dueFrom = options.dueFrom ?? null;
+  return [typeFilter(options), countLimit, dueFrom === null ? null : new Date(dueFrom)];
 }
 
 export function toNextDue([row]: { next_due_in_ms: number | null }[]): number | null {
