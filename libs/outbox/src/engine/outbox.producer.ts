@@ -125,11 +125,6 @@ export class OutboxProducer {
     return this.running ? this.dueRange.lowerBound : null;
   }
 
-  /** Claimed events waiting for a slot. */
-  get queued(): number {
-    return this.queue.length;
-  }
-
   /**
    * Work may be due now. `dueFrom` (epoch ms, database clock) is the earliest due time of the
    * rows that woke it, when the wake names one; a wake that names none (the poll, a reconnect)

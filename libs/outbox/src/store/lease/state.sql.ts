@@ -9,18 +9,20 @@ import type {
 } from './lease.types';
 
 /**
- * The first entry of each due index: the earliest due time of a live row (from $3, the claims'
- * lower bound, when given), and of a dead one. $1 types.
+ * The first entry of each due index: the earliest due time of a live row (from the claims' lower
+ * bound, the parameter `dueFrom` names, when given), and of a dead one. $1 types.
  */
-const EARLIEST_LIVE = `(
+function earliestLive(dueFrom: string): string {
+  return `(
   SELECT next_attempt_at
   FROM outbox_event
   WHERE dispatched_at IS NULL
     AND dead_at IS NULL
-    AND ($3::timestamptz IS NULL OR next_attempt_at >= $3::timestamptz)
+    AND (${dueFrom}::timestamptz IS NULL OR next_attempt_at >= ${dueFrom}::timestamptz)
     AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
   ORDER BY next_attempt_at
   LIMIT 1)`;
+}
 const EARLIEST_DEAD = `(
   SELECT next_attempt_at
   FROM outbox_event
@@ -41,14 +43,7 @@ const EARLIEST_DEAD = `(
  */
 export const NEXT_DUE = `
   SELECT (extract(epoch FROM least(
-            (SELECT next_attempt_at
-             FROM outbox_event
-             WHERE dispatched_at IS NULL
-               AND dead_at IS NULL
-               AND ($2::timestamptz IS NULL OR next_attempt_at >= $2::timestamptz)
-               AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
-             ORDER BY next_attempt_at
-             LIMIT 1),
+            ${earliestLive('$2')},
             ${EARLIEST_DEAD}
           ) - now()) * 1000)::float8 AS next_due_in_ms
 `;
@@ -138,7 +133,7 @@ export const PENDING_STATE = `
                AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
              ORDER BY next_attempt_at
              LIMIT $2::int) AS dead)::int AS dead,
-      ${EARLIEST_LIVE} AS live_due_at,
+      ${earliestLive('$3')} AS live_due_at,
       ${EARLIEST_DEAD} AS dead_due_at
   )
   SELECT
