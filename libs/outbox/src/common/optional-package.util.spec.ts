@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadOptionalPackage } from './optional-package.util';
+import { alreadyLoadedPackage, loadOptionalPackage } from './optional-package.util';
 
 describe('loadOptionalPackage', () => {
   let dir: string;
@@ -25,5 +25,32 @@ describe('loadOptionalPackage', () => {
     const throwing = join(dir, 'throwing.js');
     writeFileSync(throwing, "throw new Error('boom at load');\n");
     expect(() => loadOptionalPackage(throwing)).toThrow('boom at load');
+  });
+});
+
+describe('alreadyLoadedPackage', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'loaded-package-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('never loads a package itself, and gives it once the app has', () => {
+    const path = join(dir, 'side-effect.js');
+    writeFileSync(
+      path,
+      'globalThis.__sideEffectLoads = (globalThis.__sideEffectLoads ?? 0) + 1;\nexports.value = 42;\n',
+    );
+    const loads = () => (globalThis as { __sideEffectLoads?: number }).__sideEffectLoads ?? 0;
+    expect(alreadyLoadedPackage(path)).toBeUndefined();
+    expect(loads()).toBe(0);
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    require(path);
+    expect(alreadyLoadedPackage<{ value: number }>(path)?.value).toBe(42);
+    expect(loads()).toBe(1);
+  });
+
+  it('gives undefined for a package the app did not install', () => {
+    expect(alreadyLoadedPackage('@nestjs/not-installed-here')).toBeUndefined();
   });
 });

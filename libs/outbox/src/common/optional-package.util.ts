@@ -15,6 +15,24 @@ export function loadOptionalPackage<T>(name: string): T | undefined {
   }
 }
 
+/**
+ * An optional package that the app has already loaded, or `undefined`: looking never loads it.
+ * For packages whose import changes the whole process (nestjs-cls turns AsyncLocalStorage on at
+ * import, which taxes every promise the app makes) and that matter only when the app uses them,
+ * which it cannot without loading them first.
+ */
+export function alreadyLoadedPackage<T>(name: string): T | undefined {
+  let path: string;
+  try {
+    path = require.resolve(name);
+  } catch (error) {
+    if (isNotInstalled(error, name)) return undefined;
+    throw error;
+  }
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require.cache[path] ? (require(path) as T) : undefined;
+}
+
 function isNotInstalled(error: unknown, name: string): boolean {
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
   return (

@@ -1,5 +1,5 @@
 import type { ModuleRef } from '@nestjs/core';
-import { loadOptionalPackage } from '../common/optional-package.util';
+import { alreadyLoadedPackage } from '../common/optional-package.util';
 
 /** The part of `@nestjs-cls/transactional`'s TransactionHost the outbox relies on. */
 export interface AmbientTransactionHost {
@@ -21,9 +21,11 @@ export interface AmbientTransactions {
 /**
  * The app's `@nestjs-cls/transactional` TransactionHost, when it has one. The package is
  * optional: without it (or without its module in the app) the outbox uses explicit managers.
+ * An app that uses it has loaded it; one that has it installed and unused does not get it
+ * loaded (and nestjs-cls's AsyncLocalStorage turned on) by the outbox.
  */
 export function findAmbientTransactions(moduleRef: ModuleRef): AmbientTransactions | undefined {
-  const found = loadOptionalPackage<{
+  const found = alreadyLoadedPackage<{
     TransactionHost: unknown;
     Propagation?: { RequiresNew?: string };
   }>('@nestjs-cls/transactional');

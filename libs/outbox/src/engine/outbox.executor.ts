@@ -65,9 +65,7 @@ export class OutboxExecutor {
     const handlers = this.dispatcher.policies(record.type);
     const run = this.dispatcher.execute(toEvent(record), this.notToRun(record, handlers), {
       attempt: record.attempts,
-      handlerAttempts: Object.fromEntries(
-        Object.entries(record.failures).map(([name, failure]) => [name, failure.count + 1]),
-      ),
+      handlerAttempts: handlerAttempts(record),
       signal: abandon,
     });
     let ended = false;
@@ -131,6 +129,8 @@ export class OutboxExecutor {
       for (const h of handlers) if (!marked.has(h.name)) skipped[h.name] = true;
       return skipped;
     }
+    // Most events are on their first try: nothing delivered, nothing failed.
+    if (isEmpty(record.failures)) return record.deliveries;
     const claimedAt = record.claimedAt.getTime();
     const waiting: Record<string, unknown> = { ...record.deliveries };
     for (const [name, failure] of Object.entries(record.failures)) {
@@ -149,10 +149,15 @@ export class OutboxExecutor {
   private toSettle(
     record: OutboxRecord,
     outcomes: HandlerOutcome[],
-    handlers: HandlerWithPolicy[],
+    handlers: readonly HandlerWithPolicy[],
     lease: ClaimLease,
   ): Settle {
     const { id, attempts } = record;
+    // The common end: a first try on which every handler succeeded.
+    if (outcomes.length === handlers.length && outcomes.every((o) => o.ok)) {
+      const handlerNames = outcomes.map((o) => o.handlerName);
+      return { kind: 'delivered', record, settle: { id, attempts, handlers: handlerNames } };
+    }
     const succeeded = outcomes.filter((o) => o.ok).map((o) => o.handlerName);
     const failed = outcomes.filter((o): o is Extract<HandlerOutcome, { ok: false }> => !o.ok);
     const delivered = new Set([...Object.keys(record.deliveries), ...succeeded]);
@@ -241,4 +246,17 @@ function toEvent(record: OutboxRecord): OutboxEvent {
     causationId: record.causationId,
     correlationId: record.correlationId,
   };
+}
+
+/** Each handler's attempt number: one past its failures, 1 (absent) for the others. */
+function handlerAttempts(record: OutboxRecord): Record<string, number> | undefined {
+  if (isEmpty(record.failures)) return undefined;
+  const attempts: Record<string, number> = {};
+  for (const [name, failure] of Object.entries(record.failures)) attempts[name] = failure.count + 1;
+  return attempts;
+}
+
+function isEmpty(object: object): boolean {
+  for (const key in object) if (Object.hasOwn(object, key)) return false;
+  return true;
 }

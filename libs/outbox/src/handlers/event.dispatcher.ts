@@ -6,7 +6,6 @@ import {
   InvalidOutboxHandlerTimeoutError,
   InvalidOutboxHandlerTransactionError,
   InvalidOutboxOptionsError,
-  OutboxHandlerTimeoutError,
 } from '../outbox.errors';
 import { HandlerTransactions } from './handler.transactions';
 import { OutboxTelemetry } from '../telemetry/outbox.telemetry';
@@ -27,6 +26,8 @@ import {
 } from '../outbox.options';
 import { OUTBOX_OPTIONS } from '../outbox.tokens';
 import { resolveHandlerPolicy, type HandlerPolicy } from './handler.policy';
+import { LazyAbort } from './lazy-abort';
+import { raceHandler } from './handler-race';
 
 /** The module's defaults, for a dispatcher built without options for them (unit tests). */
 const DEFAULT_RETRY = { baseMs: 1000, maxMs: 300_000, jitter: 0.2 };
@@ -34,6 +35,7 @@ const DEFAULT_MAX_ATTEMPTS = 10;
 
 const KEBAB_CASE = /^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$/;
 const EVERY_TYPE = '*';
+const NO_HANDLERS: readonly never[] = [];
 
 export interface OutboxHandlerRegistration {
   name: string;
@@ -95,6 +97,7 @@ export interface DeliverOptions {
 export class EventDispatcher {
   private readonly logger = new Logger('Outbox');
   private readonly byType = new Map<string, RegisteredHandler[]>();
+  private readonly joined = new Map<string, readonly RegisteredHandler[]>();
   /** Types already reported as having no handler, so each is logged once. */
   private readonly unhandledTypes = new Set<string>();
   private readonly budgetMs: number;
@@ -156,6 +159,7 @@ export class EventDispatcher {
       list.push({ name, handle, location, budgetMs, isolationLevel, policy });
       this.byType.set(type, list);
     }
+    this.joined.clear();
   }
 
   /** The registration with the module's `handlers` option for its name applied. */
@@ -232,8 +236,8 @@ export class EventDispatcher {
   }
 
   /** The handlers an event of this type goes to, with their retry policies. */
-  policies(type: string): HandlerWithPolicy[] {
-    return this.handlersFor(type).map(({ name, policy, budgetMs }) => ({ name, policy, budgetMs }));
+  policies(type: string): readonly HandlerWithPolicy[] {
+    return this.handlersFor(type);
   }
 
   /**
@@ -277,12 +281,22 @@ export class EventDispatcher {
     this.logger.warn(OutboxMessages.unhandledType(type));
   }
 
-  private handlersFor(type: string): RegisteredHandler[] {
-    const specific = this.byType.get(type) ?? [];
-    const wildcard = this.byType.get(EVERY_TYPE) ?? [];
-    if (wildcard.length === 0) return specific;
-    if (specific.length === 0) return wildcard;
-    return [...specific, ...wildcard];
+  /**
+   * Looked up for every claimed event: no array is built per call. Types with handlers of their
+   * own and `'*'` handlers as well keep their joined list until the next registration (one per
+   * registered type, so the cache is bounded).
+   */
+  private handlersFor(type: string): readonly RegisteredHandler[] {
+    const specific = this.byType.get(type);
+    const wildcard = this.byType.get(EVERY_TYPE);
+    if (!wildcard) return specific ?? NO_HANDLERS;
+    if (!specific) return wildcard;
+    let joined = this.joined.get(type);
+    if (!joined) {
+      joined = [...specific, ...wildcard];
+      this.joined.set(type, joined);
+    }
+    return joined;
   }
 
   private clashing(name: string, type: string): RegisteredHandler | undefined {
@@ -296,13 +310,15 @@ export class EventDispatcher {
     event: OutboxEvent,
     options: DeliverOptions,
   ): { outcome: Promise<HandlerOutcome>; ended: Promise<void> } {
-    // One controller per run: the budget timer and the dispatcher's abandon both abort it.
-    const controller = new AbortController();
+    // One abort per run: the budget timer and the dispatcher's abandon both fire it.
+    const abort = new LazyAbort();
     const context: HandlerContext = {
       handlerName: handler.name,
       attempt: options.attempt,
       handlerAttempt: options.handlerAttempts?.[handler.name] ?? 1,
-      signal: controller.signal,
+      get signal() {
+        return abort.signal;
+      },
       idempotencyKey: `${handler.name}:${event.id}`,
     };
     const telemetry = this.telemetry.handlerRun(event, handler.name, context.handlerAttempt);
@@ -315,7 +331,7 @@ export class EventDispatcher {
         handlerName: handler.name,
         budgetMs: handler.budgetMs,
         isolationLevel: handler.isolationLevel,
-        signal: controller.signal,
+        signal: abort.signal,
         invoke: (transaction) =>
           telemetry.within(() => handler.handle(event, { ...context, ...transaction })),
       }));
@@ -329,7 +345,7 @@ export class EventDispatcher {
         () => undefined,
       );
     }
-    const raced = this.race(handler.name, handler.budgetMs, running, controller, options.signal);
+    const raced = raceHandler(handler.name, handler.budgetMs, running, abort, options.signal);
     if (!handler.isolationLevel) {
       void raced.then((outcome) => telemetry.end(outcome));
       return { outcome: raced, ended };
@@ -347,39 +363,5 @@ export class EventDispatcher {
     );
     void outcome.then((result) => telemetry.end(result));
     return { outcome, ended };
-  }
-
-  private async race(
-    handlerName: string,
-    budgetMs: number,
-    running: Promise<unknown>,
-    controller: AbortController,
-    abandon: AbortSignal | undefined,
-  ): Promise<HandlerOutcome> {
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), budgetMs);
-    });
-    let onAbandon: (() => void) | undefined;
-    const abandoned = new Promise<'abandoned'>((resolve) => {
-      onAbandon = () => resolve('abandoned');
-      if (abandon?.aborted) onAbandon();
-      abandon?.addEventListener('abort', onAbandon, { once: true });
-    });
-    try {
-      const result = await Promise.race([running.then(() => 'done' as const), timedOut, abandoned]);
-      if (result === 'done') return { handlerName, ok: true };
-      const error =
-        result === 'timeout'
-          ? new OutboxHandlerTimeoutError(handlerName, budgetMs)
-          : ((abandon?.reason as unknown) ?? new Error('abandoned'));
-      controller.abort(error);
-      return { handlerName, ok: false, error, timedOut: result === 'timeout' };
-    } catch (error) {
-      return { handlerName, ok: false, error, timedOut: false };
-    } finally {
-      clearTimeout(timer);
-      if (onAbandon) abandon?.removeEventListener('abort', onAbandon);
-    }
   }
 }

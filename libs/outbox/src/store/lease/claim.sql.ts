@@ -112,9 +112,11 @@ interface ClaimedRow extends EventRow {
 /**
  * One object literal with every field, not a spread of `toEvent`: a spread followed by more
  * fields builds each record through V8's slow path (about 20 µs a row, the claim's largest cost
- * in the engine's process).
+ * in the engine's process). The claim's clock and lease end are one value for every row (one
+ * statement's `now()`): their Dates are made once and shared (the engine only reads them).
  */
 export function toRecords(rows: ClaimedRow[]): OutboxRecord[] {
+  const shared = sharedDates();
   return rows.map((row) => ({
     id: row.id,
     type: row.type,
@@ -128,12 +130,25 @@ export function toRecords(rows: ClaimedRow[]): OutboxRecord[] {
     causationId: row.causation_id,
     correlationId: row.correlation_id,
     attempts: row.attempts,
-    claimedAt: new Date(row.claimed_ms),
+    claimedAt: shared(row.claimed_ms),
     dueAt: new Date(row.due_ms),
-    leaseExpiresAt: new Date(row.lease_expires_ms),
+    leaseExpiresAt: shared(row.lease_expires_ms),
     deliveries: row.deliveries,
     failures: row.failures,
     deadAt: row.dead_at,
     lastError: row.last_error,
   }));
+}
+
+/** A Date per distinct epoch ms value, remembered across calls of one claim's rows. */
+function sharedDates(): (ms: number) => Date {
+  const dates = new Map<number, Date>();
+  return (ms) => {
+    let date = dates.get(ms);
+    if (!date) {
+      date = new Date(ms);
+      dates.set(ms, date);
+    }
+    return date;
+  };
 }
