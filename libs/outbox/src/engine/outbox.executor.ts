@@ -121,7 +121,10 @@ export class OutboxExecutor {
     if (record.deadAt) {
       const marked = new Set(
         Object.entries(record.failures)
-          .filter(([name, failure]) => failure.retryAt !== null && !(name in record.deliveries))
+          .filter(
+            ([name, failure]) =>
+              failure.retryAt !== null && !Object.hasOwn(record.deliveries, name),
+          )
           .map(([name]) => name),
       );
       if (marked.size === 0) return record.deliveries;
@@ -168,7 +171,7 @@ export class OutboxExecutor {
     const policies = new Map(handlers.map((h) => [h.name, h.policy]));
     const failures = failed.map(({ handlerName }) => {
       const policy = policies.get(handlerName) ?? this.dispatcher.defaultPolicy;
-      const count = (record.failures[handlerName]?.count ?? 0) + 1;
+      const count = (ownFailure(record, handlerName)?.count ?? 0) + 1;
       const usedUp = record.deadAt !== null || count >= policy.maxAttempts;
       return {
         handler: handlerName,
@@ -181,7 +184,7 @@ export class OutboxExecutor {
       .filter((h) => {
         const update = updated.get(h.name);
         if (update) return update.delayMs !== null;
-        return record.failures[h.name]?.retryAt !== null;
+        return ownFailure(record, h.name)?.retryAt !== null;
       })
       .map((h) => h.name);
     const dead = record.deadAt ? failed.length > 0 : pending.length === 0;
@@ -219,7 +222,7 @@ export class OutboxExecutor {
     const elapsed = Date.now() - lease.sentAt;
     const updated = new Set(failures.map((f) => f.handler));
     for (const name of pending) {
-      const retryAt = record.failures[name]?.retryAt;
+      const retryAt = ownFailure(record, name)?.retryAt;
       if (retryAt && !updated.has(name)) {
         soonest = Math.min(soonest, Math.max(0, Date.parse(retryAt) - serverClaimedAt - elapsed));
       }
@@ -254,6 +257,17 @@ function handlerAttempts(record: OutboxRecord): Record<string, number> | undefin
   const attempts: Record<string, number> = {};
   for (const [name, failure] of Object.entries(record.failures)) attempts[name] = failure.count + 1;
   return attempts;
+}
+
+/**
+ * The handler's failure entry. `Object.hasOwn`, never a bare index or `in`: handler names are
+ * kebab-case, and `constructor` is a valid one that every plain object inherits.
+ */
+function ownFailure(
+  record: OutboxRecord,
+  handler: string,
+): OutboxRecord['failures'][string] | undefined {
+  return Object.hasOwn(record.failures, handler) ? record.failures[handler] : undefined;
 }
 
 function isEmpty(object: object): boolean {

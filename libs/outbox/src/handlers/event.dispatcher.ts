@@ -315,7 +315,10 @@ export class EventDispatcher {
     const context: HandlerContext = {
       handlerName: handler.name,
       attempt: options.attempt,
-      handlerAttempt: options.handlerAttempts?.[handler.name] ?? 1,
+      handlerAttempt:
+        options.handlerAttempts && Object.hasOwn(options.handlerAttempts, handler.name)
+          ? options.handlerAttempts[handler.name]
+          : 1,
       get signal() {
         return abort.signal;
       },

@@ -117,7 +117,7 @@ function toDeadLetter(row: DeadLetterRow): DeadLetter {
     state: row.discarded_at ? 'discarded' : row.dead_at ? 'dead' : 'retrying',
     attempts: row.attempts,
     failedHandlers: Object.entries(row.failures)
-      .filter(([name]) => !(name in row.deliveries))
+      .filter(([name]) => !Object.hasOwn(row.deliveries, name))
       .map(([name, failure]) => ({
         name,
         failures: failure.count,
