@@ -98,6 +98,7 @@ export class EventDispatcher {
   private readonly logger = new Logger('Outbox');
   private readonly byType = new Map<string, RegisteredHandler[]>();
   private readonly joined = new Map<string, readonly RegisteredHandler[]>();
+  private policyLists = new WeakMap<readonly RegisteredHandler[], readonly HandlerWithPolicy[]>();
   /** Types already reported as having no handler, so each is logged once. */
   private readonly unhandledTypes = new Set<string>();
   private readonly budgetMs: number;
@@ -160,6 +161,7 @@ export class EventDispatcher {
       this.byType.set(type, list);
     }
     this.joined.clear();
+    this.policyLists = new WeakMap();
   }
 
   /** The registration with the module's `handlers` option for its name applied. */
@@ -237,7 +239,16 @@ export class EventDispatcher {
 
   /** The handlers an event of this type goes to, with their retry policies. */
   policies(type: string): readonly HandlerWithPolicy[] {
-    return this.handlersFor(type);
+    // Asked for every claimed event: one list per handler list, made once.
+    const handlers = this.handlersFor(type);
+    let policies = this.policyLists.get(handlers);
+    if (!policies) {
+      policies = Object.freeze(
+        handlers.map(({ name, policy, budgetMs }) => Object.freeze({ name, policy, budgetMs })),
+      );
+      this.policyLists.set(handlers, policies);
+    }
+    return policies;
   }
 
   /**
