@@ -293,4 +293,36 @@ describe('connection', () => {
     expect(refused.stderr).toMatch(/^error: .*ECONNREFUSED/);
     expect(refused.stderr + refused.stdout).not.toContain('hunter2');
   });
+
+  it('never echoes a password in a mistyped option back, nor a control character of an error', async () => {
+    const mistyped = await cli(['status', '--database-url=postgres://app:S3cr3t-pw@db/app'], env);
+    expect(mistyped.code).toBe(2);
+    expect(mistyped.stderr).toContain(
+      "unknown option '--database-url=postgres://[redacted]@db/app'",
+    );
+    expect(mistyped.stderr + mistyped.stdout).not.toContain('S3cr3t');
+
+    // An error written by an older version, before errors were escaped when stored.
+    await seed();
+    await db.dataSource.query(
+      `UPDATE outbox_event SET last_error = E'webhook-sender: HTTP 500 \\x1b[2J\\x1b[H\\r\\nERROR forged \\u202e'
+       WHERE dead_at IS NOT NULL`,
+    );
+    for (const args of [
+      ['dead', 'groups'],
+      ['dead', 'list'],
+      ['dead', 'groups', '--json'],
+    ]) {
+      const run = await cli(args, env);
+      expect(run.code).toBe(0);
+      // eslint-disable-next-line no-control-regex -- the raw characters must not be there
+      expect(run.stdout).not.toMatch(/[\u001b\r\u202e]/);
+      // Shown escaped, as text and as JSON alike.
+      expect(run.stdout).toContain('\\u001b[2J');
+    }
+    const groups = await cli(['dead', 'groups', '--json'], env);
+    expect(JSON.parse(groups.stdout)).toMatchObject([
+      { sampleError: expect.stringContaining('\u001b[2J\u001b[H\r\nERROR forged \u202e') },
+    ]);
+  });
 });

@@ -126,7 +126,7 @@ describe('scrubError', () => {
         'HTTP 302\nSet-Cookie: sid=abc123; Path=/; Expires=Wed, 21 Oct 2015 07:28:00 GMT; HttpOnly, csrf=xyz789; Path=/\nLocation: /login',
       );
       expect(scrubbed).toBe(
-        'HTTP 302\nSet-Cookie: sid=[redacted]; Path=/; Expires=Wed, 21 Oct 2015 07:28:00 GMT; HttpOnly, csrf=[redacted]; Path=/\nLocation: /login',
+        'HTTP 302\\u000aSet-Cookie: sid=[redacted]; Path=/; Expires=Wed, 21 Oct 2015 07:28:00 GMT; HttpOnly, csrf=[redacted]; Path=/\\u000aLocation: /login',
       );
     });
 
@@ -176,7 +176,7 @@ describe('scrubError', () => {
       (kind) => {
         const block = `-----BEGIN ${kind}PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\nAQEFAASCBKcwggSjAgEAAoIB\n-----END ${kind}PRIVATE KEY-----`;
         expect(scrubError(new Error(`bad key: ${block}\nwhile signing`))).toBe(
-          'Error: bad key: [redacted]\nwhile signing',
+          'Error: bad key: [redacted]\\u000awhile signing',
         );
       },
     );
@@ -192,7 +192,7 @@ describe('scrubError', () => {
       const scrubbed = scrubError(
         'private_key: -----BEGIN RSA PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\n-----END RSA PRIVATE KEY-----\nnext line',
       );
-      expect(scrubbed).toBe('private_key: [redacted]\nnext line');
+      expect(scrubbed).toBe('private_key: [redacted]\\u000anext line');
     });
   });
 
@@ -291,11 +291,79 @@ describe('scrubError', () => {
 });
 
 describe('scrubError output is storable', () => {
-  it('replaces NUL and lone surrogates, including a pair split by the length bound', () => {
-    expect(scrubError(new Error('a\u0000b'))).toBe('Error: a\uFFFDb');
+  it('escapes NUL and replaces lone surrogates, including a pair split by the length bound', () => {
+    expect(scrubError(new Error('a\u0000b'))).toBe('Error: a\\u0000b');
     expect(scrubError('lone \ud83d here')).toBe('lone \uFFFD here');
     const split = scrubError(`${'x'.repeat(1961)}\u{1F600}${'y'.repeat(100)}`);
     expect(split).not.toMatch(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])/);
     expect(scrubError('pair \u{1F600} kept')).toBe('pair \u{1F600} kept');
+  });
+});
+
+describe('scrubError output is one line of plain text', () => {
+  it.each([
+    ['\u001b[2J\u001b[31mforged', 'Error: \\u001b[2J\\u001b[31mforged'],
+    [
+      'body\r\n2026-12-02 ERROR forged line',
+      'Error: body\\u000d\\u000a2026-12-02 ERROR forged line',
+    ],
+    ['tab\there and DEL\u007f, C1 \u009b', 'Error: tab\\u0009here and DEL\\u007f, C1 \\u009b'],
+    ['name \u202egnp.exe', 'Error: name \\u202egnp.exe'],
+    [
+      'isolate \u2066x\u2069 mark \u200f \u061c line\u2028sep',
+      'Error: isolate \\u2066x\\u2069 mark \\u200f \\u061c line\\u2028sep',
+    ],
+  ])('escapes the control and bidi characters of %j', (message, expected) => {
+    expect(scrubError(new Error(message))).toBe(expected);
+  });
+
+  it('keeps ordinary non-ASCII text', () => {
+    expect(scrubError(new Error('échec: Zürich — 東京 ✓'))).toBe('Error: échec: Zürich — 東京 ✓');
+  });
+
+  it('never ends in half an escape when the length bound cuts one', () => {
+    for (let pad = 0; pad < 8; pad++) {
+      const scrubbed = scrubError('x'.repeat(80 + pad) + '\u001b'.repeat(40), 100);
+      expect(scrubbed.length).toBeLessThanOrEqual(100);
+      expect(scrubbed).toMatch(/^x+(?:\\u001b)*… \(truncated\)$/);
+    }
+  });
+});
+
+describe('scrubError closes the gaps of common secret shapes', () => {
+  it.each([
+    ["auth: { user: 'mailer', pass: 'p4ss-w0rd' }", 'p4ss-w0rd'],
+    ['{"user":"mailer","pass":"p4ss-w0rd"}', 'p4ss-w0rd'],
+    ['SMTP_PASS=p4ss-w0rd', 'p4ss-w0rd'],
+    ['{"pwd":"p4ss-w0rd"}', 'p4ss-w0rd'],
+    ['signing with whsec_MfKQ9r8G+Kqr/TwjUPD8=ILPZ', 'TwjUPD8'],
+    ['signing with whsec_MfKQ9r8G+Kqr/TwjUPD8=ILPZ', 'ILPZ'],
+    ['POST https://hooks.slack.com/services/T0001/B0002/XXXXsecretXXXX failed', 'XXXXsecretXXXX'],
+    ['POST https://discord.com/api/webhooks/123456789/tok-EN_secret failed', 'tok-EN_secret'],
+    [
+      'POST https://discordapp.com/api/v10/webhooks/123456789/tok-EN_secret failed',
+      'tok-EN_secret',
+    ],
+    [
+      'POST https://acme.webhook.office.com/webhookb2/abc-123@def/IncomingWebhook/xyz/secret failed',
+      'secret',
+    ],
+    ['connect postgres://app:pa"ss@db/app failed', 'ss@'],
+    ['connect postgres://app:pa<s>s@db/app failed', 's>s'],
+    ['connect postgres://app:pa ss@db/app failed', ' ss@'],
+  ])('removes the secret from %j', (input, secret) => {
+    const scrubbed = scrubError(new Error(input));
+    expect(scrubbed).not.toContain(secret);
+    expect(scrubbed).toContain('[redacted]');
+  });
+
+  it.each(['bypass: true', 'compass=north', 'the pass rate is 90%'])('leaves %j alone', (text) => {
+    expect(scrubError(text)).toBe(text);
+  });
+
+  it('keeps the host of a URL whose password holds a space', () => {
+    expect(scrubError('connect postgres://app:pa ss@db/app failed')).toBe(
+      'connect postgres://[redacted]@db/app failed',
+    );
   });
 });

@@ -36,6 +36,8 @@ const SECRET_NAMES = [
   'passwd',
   'pwd',
   'passphrase',
+  // `pass` alone or after a separator (`{ user, pass }`, SMTP_PASS), not inside a word (bypass).
+  '(?<![a-z0-9])pass',
   'secret',
   'token',
   // Any longer name ending in key: api_key, secret_key, aws_secret_access_key, clientKey; a bare
@@ -115,13 +117,23 @@ const SECRET_ASSIGNMENT = new RegExp(
 // JSON Web Tokens; the signature is optional so that a token cut short still goes.
 const JWT = /(?<![\w-])eyJ[\w-]+\.[\w-]+(?:\.[\w-]+)?/g;
 
-// Vendor keys with recognisable prefixes: Stripe, GitHub, Slack, AWS, Google.
+// Vendor keys with recognisable prefixes: Standard Webhooks secrets (base64, so `+`, `/` and
+// `=` are part of them), Stripe, GitHub, Slack, AWS, Google.
 const VENDOR_KEYS = [
+  /\bwhsec_[a-z0-9+/=]{8,}/gi,
   /\b(?:sk|pk|rk|whsec)_(?:live|test)?_?[a-z0-9]{8,}/gi,
   /\bgh[pousr]_[a-z0-9]{20,}/gi,
   /\bxox[abprs]-[a-z0-9-]{10,}/gi,
   /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g,
   /\bAIza[\w-]{35}/g,
+];
+
+// Webhook URLs whose path is the credential: Slack, Discord, Microsoft Teams. The prefix stays,
+// so the log still says where the call went.
+const WEBHOOK_URL_PATHS = [
+  /(\bhooks\.slack\.com\/(?:services|workflows|triggers)\/)[^\s"'<>`]+/gi,
+  /(\b(?:(?:canary|ptb)\.)?discord(?:app)?\.com\/api\/(?:v\d+\/)?webhooks\/)[^\s"'<>`]+/gi,
+  /(\.webhook\.office\.com\/webhookb2\/)[^\s"'<>`]+/gi,
 ];
 
 /**
@@ -132,6 +144,7 @@ const VENDOR_KEYS = [
 const RULES: ReadonlyArray<(text: string) => string> = [
   (text) => text.replace(PRIVATE_KEY_BLOCK, REDACTED),
   redactUrlCredentials,
+  ...WEBHOOK_URL_PATHS.map((pattern) => (text: string) => text.replace(pattern, `$1${REDACTED}`)),
   (text) =>
     text.replace(
       COOKIE_HEADER,
@@ -160,10 +173,43 @@ export function scrubError(err: unknown, maxLength = MAX_ERROR_LENGTH): string {
   const cut = described.length > limit;
   let text = cut ? boundInput(described, limit, maxLength) : described;
   for (const rule of RULES) text = rule(text);
+  // After the rules, some of which read to the end of a line.
+  text = escapeControls(text);
   if (cut || text.length > maxLength) {
-    text = text.slice(0, Math.max(0, maxLength - TRUNCATED.length)) + TRUNCATED;
+    const kept = text.slice(0, Math.max(0, maxLength - TRUNCATED.length));
+    // Not half an escape: `\u00` alone would read as something else.
+    text = kept.replace(/\\(?:u[0-9a-f]{0,3})?$/, '') + TRUNCATED;
   }
   return storable(text);
+}
+
+/**
+ * C0 and C1 control characters, DEL, line and paragraph separators, and the bidirectional
+ * formatting characters: written as `\u001b`. Error text comes from outside (a response body, a
+ * driver message) and ends up in log lines and terminals, where a CR/LF forges a line, an
+ * escape sequence moves the cursor or recolours, and a bidi override reorders what is shown.
+ */
+const CONTROLS =
+  // eslint-disable-next-line no-control-regex -- control characters are what this finds
+  /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+
+export function escapeControls(text: string): string {
+  return text.replace(CONTROLS, unicodeEscape);
+}
+
+/**
+ * The same characters in `JSON.stringify` output, which escapes C0 controls itself but leaves
+ * DEL, C1, the separators and bidi characters raw: written as JSON escapes, so the document
+ * parses to the same values and its line breaks stay.
+ */
+const LEFT_RAW_BY_JSON = /[\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+
+export function escapeControlsInJson(json: string): string {
+  return json.replace(LEFT_RAW_BY_JSON, unicodeEscape);
+}
+
+function unicodeEscape(c: string): string {
+  return `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
 }
 
 /**
@@ -271,7 +317,24 @@ function credentialsEnd(text: string, start: number, limit: number): number {
   const port = text.slice(lastColon + 1, authorityEnd === -1 ? end : authorityEnd);
   if (/^\d+[.,;:!)\]'}]*$/.test(port)) return -1;
   if (lastAt !== -1) return lastAt;
+  // Stopped at a space, a quote or a bracket after `user:` and something that is no port: a
+  // password with such a character in it, when an `@` follows on the same line.
+  if (authorityEnd === -1 && end < limit) {
+    const at = atAhead(text, end, limit);
+    if (at !== -1) return at;
+  }
   return port === '' ? -1 : authorityEnd === -1 ? end : authorityEnd;
+}
+
+/** The first `@` from `from` on, within 256 characters, before `limit` and the end of the line. */
+function atAhead(text: string, from: number, limit: number): number {
+  const end = Math.min(limit, from + 256);
+  for (let i = from; i < end; i++) {
+    const c = text[i];
+    if (c === '@') return i;
+    if (c === '\n' || c === '\r') return -1;
+  }
+  return -1;
 }
 
 /**

@@ -6,6 +6,7 @@ import { InvalidOutboxAdminQueryError, OutboxStoreError } from '../../outbox.err
 import { scrubError } from '../../common/scrub-error.util';
 import { withConnection, type Connection } from './cli.connection';
 import { EXIT, type ExitCode } from './exit-codes.constants';
+import { terminalJson, terminalText } from './cli.output';
 import { renderChange, renderGroups, renderList, renderStatus } from './cli.render';
 
 /** Where the CLI writes and what it reads: the process's, or a test's. */
@@ -41,9 +42,15 @@ class UsageError extends Error {}
  * Runs one command line (without the node and script arguments) and returns the exit status;
  * never calls `process.exit`, so it can run inside a test.
  */
-export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCode> {
+export async function runCli(argv: readonly string[], given: CliIo): Promise<ExitCode> {
+  // Everything but `--json` documents goes through `terminalText`, errors and help included.
+  const io: CliIo = {
+    env: given.env,
+    stdout: { write: (text: string) => given.stdout.write(terminalText(text)) },
+    stderr: { write: (text: string) => given.stderr.write(terminalText(text)) },
+  };
   let status: ExitCode = EXIT.ok;
-  const program = buildProgram(io, (code) => {
+  const program = buildProgram(io, given.stdout, (code) => {
     status = code;
   });
   try {
@@ -66,7 +73,11 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
   }
 }
 
-function buildProgram(io: CliIo, exit: (code: ExitCode) => void): Command {
+function buildProgram(
+  io: CliIo,
+  jsonOut: CliIo['stdout'],
+  exit: (code: ExitCode) => void,
+): Command {
   const program = new Command('nestjs-lease-outbox')
     .description('Operate a transactional outbox: its state, its dead letters, its migrations.')
     .option('--url <url>', 'PostgreSQL connection string (default: $DATABASE_URL)')
@@ -85,7 +96,8 @@ function buildProgram(io: CliIo, exit: (code: ExitCode) => void): Command {
 
   const print = (cmd: Command, value: unknown, text: (value: never) => string) => {
     const json = globals(cmd).json;
-    io.stdout.write(json ? `${JSON.stringify(value, null, 2)}\n` : text(value as never));
+    if (json) jsonOut.write(terminalJson(`${JSON.stringify(value, null, 2)}\n`));
+    else io.stdout.write(text(value as never));
   };
   const connect = <T>(cmd: Command, work: (c: Connection) => Promise<T>, table?: string) => {
     const options = globals(cmd);
@@ -145,7 +157,8 @@ function buildProgram(io: CliIo, exit: (code: ExitCode) => void): Command {
         io.stderr.write(`error: no outbox event ${id}\n`);
         return exit(EXIT.notFound);
       }
-      io.stdout.write(`${JSON.stringify(event, null, 2)}\n`);
+      // Always a JSON document (what was asked for is the payload itself).
+      jsonOut.write(terminalJson(`${JSON.stringify(event, null, 2)}\n`));
     });
 
   withChange(
