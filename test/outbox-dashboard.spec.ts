@@ -190,6 +190,56 @@ describe('the page', () => {
       .type('form')
       .send({ type: '<script>alert(1)</script>' })
       .expect(303);
-    expect(done.headers.location).toBe('/ops/outbox?notice=Replayed+1+events.');
+    expect(done.headers.location).toBe('/ops/outbox?notice=replayed&count=1');
+    const landed = await http.get(done.headers.location).set(operator()).expect(200);
+    expect(landed.text).toContain('Replayed 1 events.');
+  });
+
+  it("shows only its own notices, chosen by code: a link cannot put the caller's text on the page", async () => {
+    const http = request(app.getHttpServer());
+    for (const notice of [
+      'All dead letters were lost, call +1 555 0100',
+      'constructor',
+      'replayed&count=-1',
+      'replayed&count=1e9',
+    ]) {
+      const page = await http
+        .get(`/ops/outbox?notice=${notice.includes('&') ? notice : encodeURIComponent(notice)}`)
+        .set(operator())
+        .expect(200);
+      expect(page.text).not.toMatch(/call \+1|Replayed|function/);
+    }
+    const discarded = await http.get('/ops/outbox?notice=discarded&count=12').set(operator());
+    expect(discarded.text).toContain('Discarded 12 events.');
+  });
+
+  it('sends no-store and nosniff on every response: pages, error pages, redirects and refusals', async () => {
+    const http = request(app.getHttpServer());
+    const host = 'dashboard.test';
+    const responses = [
+      await http.get('/ops/outbox').set(operator()).expect(200),
+      await http.get('/ops/outbox/dead?fingerprint=nope').set(operator()).expect(400),
+      await http.get('/ops/outbox/events/42').set(operator()).expect(404),
+      await http.get('/ops/outbox').expect(403),
+      await http
+        .post('/ops/outbox/replay')
+        .set({ ...operator(), origin: 'https://evil.example' })
+        .type('form')
+        .send({ type: 'x' })
+        .expect(403),
+      await http
+        .post('/ops/outbox/discard')
+        .set({ ...operator(), host, origin: `https://${host}` })
+        .type('form')
+        .send({ type: 'no.such.type', reason: 'cleanup' })
+        .expect(303),
+    ];
+    for (const response of responses) {
+      expect(response.headers).toMatchObject({
+        'cache-control': 'no-store',
+        'x-content-type-options': 'nosniff',
+        'x-frame-options': 'DENY',
+      });
+    }
   });
 });

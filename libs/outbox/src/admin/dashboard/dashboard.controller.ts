@@ -45,6 +45,10 @@ interface DashboardRequest {
 interface DashboardResponse {
   redirect?(status: number, url: string): void;
   status?(code: number): { redirect?(url: string): void };
+  /** Express. */
+  setHeader?(name: string, value: string): unknown;
+  /** Fastify. */
+  header?(name: string, value: string): unknown;
 }
 
 type Form = Record<string, string | undefined>;
@@ -75,7 +79,7 @@ export function createDashboardController(
 
     @Get()
     @PageHeaders()
-    async overview(@Query('notice') notice?: string): Promise<string> {
+    async overview(@Query() form: Form): Promise<string> {
       const [status, throughput, groups, dispatchers] = await Promise.all([
         this.admin.status(),
         this.admin.throughput(60),
@@ -88,7 +92,7 @@ export function createDashboardController(
         throughput,
         groups,
         dispatchers,
-        notice: typeof notice === 'string' ? notice.slice(0, 200) : undefined,
+        notice: noticeOf(form),
       });
       return page('Outbox', this.base, body, 30);
     }
@@ -140,7 +144,7 @@ export function createDashboardController(
       });
       redirect(
         response,
-        `${this.base}?${query({ notice: `Replayed ${change.ids.length} events.` })}`,
+        `${this.base}?${query({ notice: 'replayed', count: String(change.ids.length) })}`,
       );
     }
 
@@ -157,7 +161,7 @@ export function createDashboardController(
       });
       redirect(
         response,
-        `${this.base}?${query({ notice: `Discarded ${change.ids.length} events.` })}`,
+        `${this.base}?${query({ notice: 'discarded', count: String(change.ids.length) })}`,
       );
     }
   }
@@ -189,26 +193,55 @@ class DashboardErrors implements ExceptionFilter {
     if (status === 500) new Logger('Outbox').error(`Outbox dashboard: ${scrubError(error)}`);
     const reply = response.status(status);
     reply.type?.('text/html; charset=utf-8');
-    reply.header?.('X-Frame-Options', 'DENY');
-    reply.header?.('Content-Security-Policy', "frame-ancestors 'none'");
+    for (const [name, value] of SAFE_HEADERS) reply.header?.(name, value);
     reply.send(errorPage(status, message));
   }
 }
 
-/** Every page: HTML, never cached, never framed (a framing site could make a click replay). */
+/**
+ * On every response, pages, errors and redirects alike: never cached (payloads and errors are
+ * on these pages), never sniffed as anything but what it says, never framed (a framing site
+ * could make a click replay).
+ */
+const SAFE_HEADERS: ReadonlyArray<[string, string]> = [
+  ['Cache-Control', 'no-store'],
+  ['X-Content-Type-Options', 'nosniff'],
+  ['X-Frame-Options', 'DENY'],
+  ['Content-Security-Policy', "frame-ancestors 'none'"],
+];
+
+/** Every page: HTML, with the safe headers. */
 function PageHeaders(): MethodDecorator {
   return applyDecorators(
     Header('Content-Type', 'text/html; charset=utf-8'),
-    Header('Cache-Control', 'no-store'),
-    Header('X-Frame-Options', 'DENY'),
-    Header('Content-Security-Policy', "frame-ancestors 'none'"),
+    ...SAFE_HEADERS.map(([name, value]) => Header(name, value)),
   );
 }
 
 /** After a change, back to the overview (303: the browser follows with a GET). */
 function redirect(response: DashboardResponse, url: string): void {
+  for (const [name, value] of SAFE_HEADERS) {
+    if (response.setHeader) response.setHeader(name, value);
+    else response.header?.(name, value);
+  }
   if (response.redirect) return response.redirect(303, url);
   response.status?.(303).redirect?.(url);
+}
+
+/**
+ * What the overview says after a change: one of the dashboard's own sentences, chosen by code,
+ * with a count. A link can only pick among them: no text of the caller's is ever shown.
+ */
+const NOTICES: Readonly<Record<string, (count: number) => string>> = {
+  replayed: (count) => `Replayed ${count} events.`,
+  discarded: (count) => `Discarded ${count} events.`,
+};
+
+function noticeOf(form: Form): string | undefined {
+  const { notice, count } = form;
+  if (typeof notice !== 'string' || !Object.hasOwn(NOTICES, notice)) return undefined;
+  if (typeof count !== 'string' || !/^\d{1,9}$/.test(count)) return undefined;
+  return NOTICES[notice](Number(count));
 }
 
 /**
