@@ -226,6 +226,24 @@ describe('OutboxAdmin.replay', () => {
     expect(items.every((i) => i.nextAttemptAt!.getTime() > Date.now() + 3_600_000)).toBe(true);
   });
 
+  it('refuses a misspelt filter key before writing anything: a replay of one type does not replay them all', async () => {
+    const [invoice] = await emitDead([paid(1)], ['mailer']);
+    const before = await row(invoice);
+    await expect(
+      admin.replay({ filter: { type: 'no.such.type' } as never }, { handlers: ['mailer'] }),
+    ).rejects.toThrow(
+      'OutboxAdmin: filter.type must be left out: filter has types, handler, fingerprint',
+    );
+    await expect(admin.discard({ filter: { typ: 'x' } as never }, { reason: 'x' })).rejects.toThrow(
+      InvalidOutboxAdminQueryError,
+    );
+    await expect(admin.list({ type: 'no.such.type' } as never)).rejects.toThrow(/filter\.type/);
+    await expect(admin.list({}, { limit: 5, cursor: 'x' } as never)).rejects.toThrow(
+      /page\.cursor/,
+    );
+    expect(await row(invoice)).toEqual(before);
+  });
+
   it('refuses a filter with no condition unless all is set, before writing anything', async () => {
     const [id] = await emitDead([paid(1)], ['mailer']);
     const before = await row(id);
@@ -420,6 +438,13 @@ describe('OutboxAdmin.discard', () => {
     [{ filter: { types: [] } }, 'filter.types'],
     [{ filter: { types: ['a'] }, all: 'yes' }, 'selector.all'],
     [{}, 'selector'],
+    // Misspelt keys, which would otherwise be ignored and widen the change to every type.
+    [{ filter: { type: 'invoice.paid', handler: 'mailer' } }, 'filter.type'],
+    [{ filter: { types: ['invoice.paid'] }, everything: true }, 'selector.everything'],
+    [
+      { ids: ['0190a0a0-0000-7000-8000-000000000000'], filter: { types: ['a'] } },
+      'selector.filter',
+    ],
   ])('refuses the selector %j naming %s', async (selector, field) => {
     const error = await admin.replay(selector as never).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidOutboxAdminQueryError);

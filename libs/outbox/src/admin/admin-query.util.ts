@@ -29,10 +29,35 @@ const CONDITIONS = [
   'errorContains',
 ] as const;
 
+/** Every key a dead-letter filter knows. */
+const FILTER_KEYS = [...CONDITIONS, 'includeRetrying', 'includeDiscarded'] as const;
+
+/**
+ * Refuses a key `object` does not know: a misspelt key (`type` for `types`) would otherwise be
+ * ignored and widen a list, a replay or a discard to everything.
+ */
+function checkKnownKeys(
+  object: object,
+  path: string,
+  known: readonly string[],
+  what = `${path} has`,
+): void {
+  for (const [key, value] of Object.entries(object)) {
+    if (value !== undefined && !known.includes(key)) {
+      throw new InvalidOutboxAdminQueryError(
+        `${path}.${key}`,
+        value,
+        `left out: ${what} ${known.join(', ')}`,
+      );
+    }
+  }
+}
+
 export function checkFilter(filter: DeadLetterFilter): void {
   if (typeof filter !== 'object' || filter === null) {
     throw new InvalidOutboxAdminQueryError('filter', filter, 'an object');
   }
+  checkKnownKeys(filter, 'filter', FILTER_KEYS);
   for (const field of ['includeRetrying', 'includeDiscarded'] as const) {
     const value = filter[field];
     if (value !== undefined && typeof value !== 'boolean') {
@@ -74,8 +99,9 @@ export function checkSelector(selector: DeadLetterSelector): {
   if (typeof selector !== 'object' || selector === null) {
     throw new InvalidOutboxAdminQueryError('selector', selector, '{ ids } or { filter }');
   }
-  if ('ids' in selector) {
-    const ids: unknown = selector.ids;
+  if (Object.hasOwn(selector, 'ids')) {
+    checkKnownKeys(selector, 'selector', ['ids']);
+    const ids: unknown = (selector as { ids: unknown }).ids;
     if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_SELECTED_IDS) {
       throw new InvalidOutboxAdminQueryError(
         'selector.ids',
@@ -91,6 +117,7 @@ export function checkSelector(selector: DeadLetterSelector): {
       ids: (ids as string[]).map((id) => id.toLowerCase()),
     };
   }
+  checkKnownKeys(selector, 'selector', ['filter', 'all']);
   const { filter, all } = selector as { filter?: DeadLetterFilter; all?: unknown };
   if (filter === undefined) {
     throw new InvalidOutboxAdminQueryError('selector', selector, '{ ids } or { filter }');
@@ -118,6 +145,7 @@ export function checkPage(
   if (typeof page !== 'object' || page === null) {
     throw new InvalidOutboxAdminQueryError('page', page, 'an object');
   }
+  checkKnownKeys(page, 'page', ['limit', 'after']);
   const limit = page.limit ?? DEFAULT_PAGE;
   if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE) {
     throw new InvalidOutboxAdminQueryError('page.limit', limit, `an integer from 1 to ${MAX_PAGE}`);
@@ -151,16 +179,7 @@ export function checkEventsFilter(filter: OutboxEventsFilter): void {
   if (typeof filter !== 'object' || filter === null) {
     throw new InvalidOutboxAdminQueryError('filter', filter, 'an object');
   }
-  const known: readonly string[] = EVENT_CONDITIONS;
-  for (const [field, value] of Object.entries(filter)) {
-    if (value !== undefined && !known.includes(field)) {
-      throw new InvalidOutboxAdminQueryError(
-        `filter.${field}`,
-        value,
-        `left out: events filters by ${EVENT_CONDITIONS.join(', ')}`,
-      );
-    }
-  }
+  checkKnownKeys(filter, 'filter', EVENT_CONDITIONS, 'events filters by');
   for (const field of ['organizationId', 'aggregateType', 'aggregateId'] as const) {
     const value = filter[field];
     if (value !== undefined && (typeof value !== 'string' || value.length === 0)) {

@@ -21,7 +21,7 @@ export interface DeadLetterFilter {
   includeRetrying?: boolean;
   /**
    * The `fingerprint` of a dead-letter group: events a failed handler (the one of `handler` when
-   * given) failed with that kind of error. With `type` and `handler`, exactly one group.
+   * given) failed with that kind of error. With `types: [type]` and `handler`, exactly one group.
    */
   fingerprint?: string;
   /** Also events discarded by `OutboxAdmin.discard`. Default false. */
