@@ -13,7 +13,8 @@ import type { DataSource } from 'typeorm';
 import { EventDispatcher } from '../handlers/event.dispatcher';
 import type { OutboxStoreError } from '../outbox.errors';
 import type { ResolvedOutboxOptions } from '../outbox.options';
-import { OutboxCompleter, type SettleFailure } from './outbox.completer';
+import { OutboxCompleter, type CompleterOptions, type SettleFailure } from './outbox.completer';
+import { catchUpDeadSchedule } from './dead-schedule.catch-up';
 import { OutboxExecutor, type ExecutionResult } from './outbox.executor';
 import { OutboxProducer } from './outbox.producer';
 import { DispatcherReportStore } from '../store/dispatcher-report.store';
@@ -27,6 +28,7 @@ import { delay } from '../common/delay.util';
 import { OutboxTelemetry } from '../telemetry/outbox.telemetry';
 import { OutboxHeartbeat } from './outbox.heartbeat';
 import { RateLimitedLog } from '../common/rate-limited-log.util';
+import { scrubError } from '../common/scrub-error.util';
 
 /** What one `drainOnce` did. */
 export interface DrainReport {
@@ -85,6 +87,7 @@ export class OutboxDispatcher
   private stopping: Promise<void> | undefined;
   private startedAt: Date | null = null;
   private readonly completer: OutboxCompleter;
+  private readonly completerOptions: CompleterOptions;
   private readonly executor: OutboxExecutor;
   private readonly producer: OutboxProducer;
   private readonly heartbeat: OutboxHeartbeat;
@@ -97,30 +100,27 @@ export class OutboxDispatcher
     @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
     @Optional() private readonly telemetry: OutboxTelemetry = new OutboxTelemetry(),
   ) {
-    this.completer = new OutboxCompleter(
-      repository,
-      {
-        // 0 in the options: no automatic replay.
-        deadRetryMs: options.deadRetryMs || Infinity,
-        deadRetryByType:
-          options.deadRetryByType &&
-          Object.fromEntries(
-            Object.entries(options.deadRetryByType).map(([type, ms]) => [type, ms || Infinity]),
-          ),
-        batchSize: options.batchSize,
+    this.completerOptions = {
+      // 0 in the options: no automatic replay.
+      deadRetryMs: options.deadRetryMs || Infinity,
+      deadRetryByType:
+        options.deadRetryByType &&
+        Object.fromEntries(
+          Object.entries(options.deadRetryByType).map(([type, ms]) => [type, ms || Infinity]),
+        ),
+      batchSize: options.batchSize,
+    };
+    this.completer = new OutboxCompleter(repository, this.completerOptions, {
+      onSettled: () => this.producer.pump(),
+      onGiveUp: () => this.producer.pause(),
+      onRetryScheduled: (delayMs, retryFrom) => {
+        if (retryFrom !== null) this.producer.retryFrom(retryFrom);
+        this.producer.wakeIn(delayMs);
       },
-      {
-        onSettled: () => this.producer.pump(),
-        onGiveUp: () => this.producer.pause(),
-        onRetryScheduled: (delayMs, retryFrom) => {
-          if (retryFrom !== null) this.producer.retryFrom(retryFrom);
-          this.producer.wakeIn(delayMs);
-        },
-        onStatement: (kind, ms, ok) =>
-          this.telemetry.settled(kind === 'release' ? 'released' : kind, ms, ok),
-        onDead: (types) => this.telemetry.dead(types),
-      },
-    );
+      onStatement: (kind, ms, ok) =>
+        this.telemetry.settled(kind === 'release' ? 'released' : kind, ms, ok),
+      onDead: (types) => this.telemetry.dead(types),
+    });
     this.executor = new OutboxExecutor(dispatcher, this.completer, () => this.producer.slotFreed());
     this.producer = new OutboxProducer(repository, this.executor, this.completer, options, (n) =>
       this.telemetry.claimed(n),
@@ -236,6 +236,27 @@ export class OutboxDispatcher
     }
     this.producer.start(this.abandonController.signal);
     this.heartbeat.start();
+    void this.catchUpDeadSchedule();
+  }
+
+  /** Dead rows scheduled under an older, longer dead retry come forward to this one's. */
+  private async catchUpDeadSchedule(): Promise<void> {
+    const { moved, error } = await catchUpDeadSchedule(
+      this.repository,
+      { ...this.completerOptions, types: this.options.types },
+      () => this.current === 'running',
+      () => this.wake(),
+    ).catch((err: unknown) => ({ moved: 0, error: scrubError(err) }));
+    if (moved > 0) {
+      this.logger.log(
+        `Outbox brought ${moved} dead events forward to the current dead retry schedule`,
+      );
+    }
+    if (error && this.current === 'running') {
+      this.logger.warn(
+        `Outbox could not bring dead events forward to the current schedule: ${error}`,
+      );
+    }
   }
 
   /**

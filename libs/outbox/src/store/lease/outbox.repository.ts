@@ -16,6 +16,13 @@ import type {
 } from './lease.types';
 import { RELEASE, releaseParameters } from './release.sql';
 import {
+  BRING_DEAD_FORWARD,
+  deadScheduleParameters,
+  toDeadScheduleBatch,
+  type DeadScheduleBatch,
+  type DeadScheduleCursor,
+} from './dead-schedule.sql';
+import {
   MARK_DELIVERED,
   MARK_FAILED,
   markDeliveredParameters,
@@ -116,6 +123,23 @@ export class OutboxRepository {
    * Milliseconds until the earliest unsettled row (live or dead) is due: 0 when one is due now,
    * null when nothing is unsettled. Two index probes, whatever the backlog.
    */
+  /**
+   * One batch of dead rows brought forward to the running dead retry (see `BRING_DEAD_FORWARD`),
+   * after `after`; the batch's `next` cursor is null once there is nothing more to look at.
+   */
+  async bringDeadForward(
+    options: MarkFailedOptions & TypeFilterOptions,
+    after: DeadScheduleCursor | null,
+    limit: number,
+  ): Promise<OutboxResult<DeadScheduleBatch>> {
+    return this.client.run(
+      'bringDeadForward',
+      BRING_DEAD_FORWARD,
+      deadScheduleParameters(options, after, limit),
+      (rows: Parameters<typeof toDeadScheduleBatch>[0]) => toDeadScheduleBatch(rows, limit),
+    );
+  }
+
   async nextDue(options: NextDueOptions = {}): Promise<OutboxResult<number | null>> {
     return this.client.run('nextDue', NEXT_DUE, nextDueParameters(options), toNextDue);
   }
