@@ -193,7 +193,7 @@ const CONTROLS =
   // eslint-disable-next-line no-control-regex -- control characters are what this finds
   /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
 
-export function escapeControls(text: string): string {
+function escapeControls(text: string): string {
   return text.replace(CONTROLS, unicodeEscape);
 }
 
