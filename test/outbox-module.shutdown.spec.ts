@@ -242,7 +242,8 @@ describe('OutboxModule shutdown', () => {
 
   it('close() gives the events waiting in the local queue back unstarted, and a peer takes them long before any lease or poll would wake it', async () => {
     const gate = hold();
-    behaviour = (event) => (event.aggregateId === 'm-1' ? gate.promise : undefined);
+    // The first event to start holds the one slot, whichever a claim gave first.
+    behaviour = () => (calls.length === 1 ? gate.promise : undefined);
     // A lease and a poll far beyond the 20 s `eventually` bound, and a TTL beyond it too: only
     // the give-back at close can hand the queued events to the peer in time.
     const options = {
@@ -253,12 +254,16 @@ describe('OutboxModule shutdown', () => {
     };
     const first = await start(options);
     const dispatcher = first.get(OutboxDispatcher);
-    const [runningId, ...queuedIds] = await emit(first, ['m-1', 'm-2', 'm-3']);
+    const ids = await emit(first, ['m-1', 'm-2', 'm-3']);
+    let runningId = '';
+    let queuedIds: string[] = [];
     await eventually('the first handler runs and the others wait in its local queue', async () => {
+      if (calls.length !== 1) return false;
+      runningId = calls[0].event.id;
+      queuedIds = ids.filter((id) => id !== runningId);
       const rows = await Promise.all(queuedIds.map(row));
-      return calls.length === 1 && rows.every((r) => r.attempts === 1 && r.leased);
+      return rows.every((r) => r.attempts === 1 && r.leased);
     });
-    expect(calls[0].event.id).toBe(runningId);
     expect(dispatcher.slots).toEqual({ size: 1, busy: 1, overdue: 0 });
 
     const peer = await start({ ...options, localQueue: { size: 0 } });
