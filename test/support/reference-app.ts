@@ -2,8 +2,15 @@ import type { INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { AppModule, type AppModuleOptions } from '../../apps/reference/src/app.module';
 import { configureApp } from '../../apps/reference/src/app.setup';
-import { GuardedLogger } from './log-guard';
+import { randomBytes } from 'node:crypto';
+import { GuardedLogger, plantSecret } from './log-guard';
 import { initOrClose } from './outbox-app';
+
+/** This test file's operator token; planted, so no log line may hold it. */
+export const OPERATOR_TOKEN = plantSecret(`operator-${randomBytes(24).toString('base64url')}`);
+
+/** The `Authorization` header of the operator routes. */
+export const OPERATOR = { authorization: `Bearer ${OPERATOR_TOKEN}` } as const;
 
 /**
  * The reference app on a test database, initialised (migrations applied, dispatcher running)
@@ -20,6 +27,7 @@ export async function createReferenceApp(
       AppModule.forRoot({
         env: {
           DATABASE_URL: url,
+          OPERATOR_TOKEN,
           OUTBOX_POLL_INTERVAL_MS: '1000',
           OUTBOX_SHUTDOWN_GRACE_MS: '2000',
           WEBHOOK_RETRY_SCHEDULE_MS: '50,50,50,50,50,50,50',

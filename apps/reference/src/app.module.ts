@@ -20,6 +20,7 @@ import { NotificationsModule } from './notifications/notifications.module';
 import { OrganizationsModule } from './organizations/organizations.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { prometheusExporter } from './metrics/prometheus';
+import { DASHBOARD_PATH } from './outbox-admin/dashboard-path';
 import { LocalOnlyGuard } from './outbox-admin/local-only.guard';
 import { OutboxAdminModule } from './outbox-admin/outbox-admin.module';
 import { WEBHOOK_SENDER } from './webhooks/webhook-delivery';
@@ -92,7 +93,7 @@ export class AppModule implements NestModule {
         NotificationsModule,
         OutboxAdminModule,
         MetricsModule,
-        OutboxDashboardModule.forRoot({ path: '/outbox/ui', guard: LocalOnlyGuard }),
+        OutboxDashboardModule.forRoot({ path: DASHBOARD_PATH, guard: LocalOnlyGuard }),
         HealthModule,
       ],
     };

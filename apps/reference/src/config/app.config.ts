@@ -1,5 +1,15 @@
 import { plainToInstance, Type } from 'class-transformer';
-import { IsInt, IsOptional, IsString, Matches, Max, Min, validateSync } from 'class-validator';
+import {
+  IsIn,
+  IsInt,
+  IsOptional,
+  IsString,
+  Matches,
+  Max,
+  Min,
+  MinLength,
+  validateSync,
+} from 'class-validator';
 import { scrubError } from '@app/outbox';
 
 /**
@@ -26,7 +36,26 @@ export class AppConfig {
    * delays. Unset: the Standard Webhooks schedule (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h).
    */
   @IsOptional() @Matches(/^\d+(,\d+)*$/) WEBHOOK_RETRY_SCHEDULE_MS?: string;
+  /**
+   * `1`: webhook endpoints may be on loopback, private and other internal addresses. For local
+   * development only (`npm start` turns it on for its walkthrough); otherwise `0`.
+   */
+  @IsIn(['0', '1']) WEBHOOK_ALLOW_PRIVATE_ADDRESSES = '0';
+  /**
+   * The bearer token of the operator routes (`/outbox/*`, the dashboard, `/metrics`,
+   * `POST /organizations`). `npm start` generates one when it is unset.
+   */
+  @IsString() @MinLength(16) OPERATOR_TOKEN!: string;
+  /**
+   * Host names the app answers to, comma-separated (ports are not part of them); a request for
+   * any other `Host` is a 421. The default is the loopback names.
+   */
+  @Matches(/^[A-Za-z0-9.\-[\]:]+(,[A-Za-z0-9.\-[\]:]+)*$/) ALLOWED_HOSTS =
+    'localhost,127.0.0.1,[::1]';
 }
+
+/** Variables whose value a configuration error never shows. */
+const SECRET_VARIABLES = new Set(['OPERATOR_TOKEN']);
 
 /** `WEBHOOK_RETRY_SCHEDULE_MS` as a list, or undefined for the sender's own schedule. */
 export function parseRetrySchedule(text: string | undefined): number[] | undefined {
@@ -40,9 +69,14 @@ export function validateAppConfig(env: Record<string, unknown>): AppConfig {
   if (errors.length > 0) {
     const lines = errors.map(
       (e) =>
-        `  - ${e.property} = ${scrubError(JSON.stringify(e.value) ?? 'undefined')}: ${Object.values(e.constraints ?? {}).join('; ')}`,
+        `  - ${e.property} = ${shownValue(e.property, e.value)}: ${Object.values(e.constraints ?? {}).join('; ')}`,
     );
     throw new Error(`Invalid environment:\n${lines.join('\n')}`);
   }
   return config;
+}
+
+function shownValue(variable: string, value: unknown): string {
+  if (SECRET_VARIABLES.has(variable) && value !== undefined) return '(hidden)';
+  return scrubError(JSON.stringify(value) ?? 'undefined');
 }

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
@@ -55,6 +56,7 @@ export function runDevServer(options: DevServerOptions): void {
 async function bootstrap({ createApp }: DevServerOptions): Promise<void> {
   for (const signal of STOP_SIGNALS) process.on(signal, onStopSignal);
   const env = { ...process.env };
+  developmentDefaults(env);
   const config = validateAppConfig(env);
   shutdownGraceMs = config.OUTBOX_SHUTDOWN_GRACE_MS;
   // Before the database starts: a busy port should not cost a database start to find out.
@@ -145,6 +147,17 @@ async function shutDown(): Promise<boolean> {
     }
   }
   return ok;
+}
+
+/**
+ * What a developer's machine needs that a deployment sets itself: an operator token (generated
+ * when none is set; returned so the walkthrough can show it) and webhooks to local receivers.
+ */
+function developmentDefaults(env: Record<string, string | undefined>): string | undefined {
+  env.WEBHOOK_ALLOW_PRIVATE_ADDRESSES ??= '1';
+  if (env.OPERATOR_TOKEN) return undefined;
+  env.OPERATOR_TOKEN = randomBytes(32).toString('base64url');
+  return env.OPERATOR_TOKEN;
 }
 
 function embeddedPort(value: string | undefined): number {
