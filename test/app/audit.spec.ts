@@ -13,7 +13,9 @@ import { AuditLogHandler } from '../../apps/reference/src/audit/audit-log.handle
 import { GENESIS_HASH, chainHash } from '../../apps/reference/src/audit/audit-chain';
 import { eventually } from '../support/outbox-app';
 import { forceRedelivery, waitUntilDelivered } from '../support/redelivery';
-import { createReferenceApp } from '../support/reference-app';
+import { plantSecret } from '../support/log-guard';
+import { createReferenceApp, OPERATOR } from '../support/reference-app';
+import { bearer } from '../support/tenant';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 /**
@@ -90,15 +92,20 @@ describe('audit log', () => {
   const http = () => request(app.getHttpServer());
 
   async function verify(): Promise<Record<string, unknown>> {
-    return (await http().get('/audit/verify').expect(200)).body;
+    return (await http().get('/audit/verify').set(OPERATOR).expect(200)).body;
   }
+
+  const keys = new Map<string, { authorization: string }>();
+  const auth = (organizationId: string) => keys.get(organizationId)!;
 
   async function createOrganization(name: string, requestId = `req-${randomUUID()}`) {
     const res = await http()
       .post('/organizations')
+      .set(OPERATOR)
       .set('x-request-id', requestId)
       .send({ name, adminEmail: `admin@${name.toLowerCase()}.test` })
       .expect(201);
+    keys.set(res.body.id, bearer(plantSecret(res.body.apiKey)));
     return res.body as { id: string; eventId: string };
   }
 
@@ -112,17 +119,20 @@ describe('audit log', () => {
     orgId = org.id;
     const invite = await http()
       .post(`/organizations/${org.id}/members`)
+      .set(auth(org.id))
       .set('x-request-id', 'req-audit-invite')
       .send({ email: 'bob@acme.test', role: 'member' })
       .expect(201);
     inviteEventId = invite.body.eventId;
     const issued = await http()
       .post(`/organizations/${org.id}/invoices`)
+      .set(auth(org.id))
       .set('x-request-id', 'req-audit-issue')
       .send({ number: 'INV-1', amountCents: 1200, currency: 'EUR' })
       .expect(201);
     const paid = await http()
       .post(`/organizations/${org.id}/invoices/${issued.body.id}/pay`)
+      .set(auth(org.id))
       .set('x-request-id', 'req-audit-pay')
       .expect(201);
     await waitUntilDelivered(sql);
@@ -171,24 +181,22 @@ describe('audit log', () => {
     expect(await verify()).toEqual({ valid: true, entries: 4 });
   });
 
-  it('GET /audit lists entries newest first, by organization on request', async () => {
+  it("GET /audit lists the key's organization's entries newest first, and no other's", async () => {
     const other = await createOrganization('Other');
     await waitUntilDelivered(sql);
 
-    const all = (await http().get('/audit').expect(200)).body.entries;
-    const seqs = all.map((e: { seq: number }) => e.seq);
-    expect(seqs).toEqual([...seqs].sort((a, b) => b - a));
-    expect(all[0]).toMatchObject({
-      eventId: other.eventId,
-      type: 'organization.created',
-      organizationId: other.id,
-      payload: { organizationId: other.id, name: 'Other' },
-    });
-    expect(all[0].prevHash).toBe(all[1].hash);
+    const theirs = (await http().get('/audit').set(auth(other.id)).expect(200)).body.entries;
+    expect(theirs).toEqual([
+      expect.objectContaining({
+        eventId: other.eventId,
+        type: 'organization.created',
+        organizationId: other.id,
+        payload: { organizationId: other.id, name: 'Other' },
+      }),
+    ]);
 
     // Acme's events were handled concurrently, so their relative order is completion order.
-    const acme = (await http().get('/audit').query({ organizationId: orgId }).expect(200)).body
-      .entries;
+    const acme = (await http().get('/audit').set(auth(orgId)).expect(200)).body.entries;
     expect(acme.map((e: { type: string }) => e.type).sort()).toEqual([
       'invoice.issued',
       'invoice.paid',
@@ -201,10 +209,15 @@ describe('audit log', () => {
       new Set([orgId]),
     );
 
-    const limited = (await http().get('/audit').query({ limit: 2 }).expect(200)).body.entries;
-    expect(limited.map((e: { seq: number }) => e.seq)).toEqual(seqs.slice(0, 2));
-    await http().get('/audit').query({ organizationId: 'not-a-uuid' }).expect(400);
-    await http().get('/audit').query({ limit: 0 }).expect(400);
+    const limited = (await http().get('/audit').set(auth(orgId)).query({ limit: 2 }).expect(200))
+      .body.entries;
+    expect(limited.map((e: { seq: number }) => e.seq)).toEqual(acmeSeqs.slice(0, 2));
+    // The organization is the key's: naming another is not a filter any more.
+    await http().get('/audit').set(auth(orgId)).query({ organizationId: other.id }).expect(400);
+    await http().get('/audit').set(auth(orgId)).query({ limit: 0 }).expect(400);
+    await http().get('/audit').expect(401);
+    // The chain runs through every organization: an organization's key does not verify it.
+    await http().get('/audit/verify').set(auth(orgId)).expect(401);
   });
 
   it('events handled concurrently are appended to one valid chain', async () => {
@@ -212,6 +225,7 @@ describe('audit log', () => {
       Array.from({ length: 12 }, (_, i) =>
         http()
           .post(`/organizations/${orgId}/invoices`)
+          .set(auth(orgId))
           .send({ number: `BULK-${i}`, amountCents: 100 + i, currency: 'USD' })
           .expect(201),
       ),
@@ -304,8 +318,7 @@ describe('audit log', () => {
     );
     await waitUntilDelivered(sql);
 
-    const entries = (await http().get('/audit').query({ organizationId: orgId }).expect(200)).body
-      .entries;
+    const entries = (await http().get('/audit').set(auth(orgId)).expect(200)).body.entries;
     expect(entries[0]).toMatchObject({
       eventId: deadId,
       type: OUTBOX_EVENT_DEAD,
@@ -390,8 +403,10 @@ describe('audit log when a delivery fails for good', () => {
     const http = () => request(app.getHttpServer());
     const org = await http()
       .post('/organizations')
+      .set(OPERATOR)
       .send({ name: 'Doomed', adminEmail: 'admin@doomed.test' })
       .expect(201);
+    const key = bearer(plantSecret(org.body.apiKey));
     await waitUntilDelivered(sql);
 
     // The audit insert of member.invited now fails, so its only attempt fails.
@@ -401,6 +416,7 @@ describe('audit log when a delivery fails for good', () => {
     );
     const invite = await http()
       .post(`/organizations/${org.body.id}/members`)
+      .set(key)
       .send({ email: 'eve@doomed.test', role: 'member' })
       .expect(201);
     const inviteId: string = invite.body.eventId;
@@ -453,7 +469,7 @@ describe('audit log when a delivery fails for good', () => {
     const seqOf = (id: string) => rows.find((row) => row.event_id === id)?.seq ?? -1;
     // Completion order: the event is chained after its own announcement, though it occurred first.
     expect(seqOf(inviteId)).toBeGreaterThan(seqOf(announcementId));
-    const verified = (await http().get('/audit/verify').expect(200)).body;
+    const verified = (await http().get('/audit/verify').set(OPERATOR).expect(200)).body;
     expect(verified).toEqual({ valid: true, entries: rows.length });
   });
 });

@@ -1,7 +1,8 @@
 import type { INestApplication } from '@nestjs/common';
 import type { Client } from 'pg';
 import request from 'supertest';
-import { createReferenceApp } from '../support/reference-app';
+import { createReferenceApp, OPERATOR } from '../support/reference-app';
+import { createTenant } from '../support/tenant';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 /**
@@ -14,6 +15,7 @@ let app: INestApplication;
 let sql: Client;
 let organizationId: string;
 let invoiceId: string;
+let key: { authorization: string };
 
 const TABLES = ['organization', 'member', 'invoice', 'webhook_endpoint', 'outbox_event'];
 
@@ -21,13 +23,12 @@ beforeAll(async () => {
   db = await createTestDatabase();
   app = await createReferenceApp(db.url);
   sql = await db.connect();
-  const org = await http()
-    .post('/organizations')
-    .send({ name: 'Valid', adminEmail: 'admin@valid.test' })
-    .expect(201);
-  organizationId = org.body.id;
+  const org = await createTenant(app.getHttpServer(), 'Valid');
+  organizationId = org.id;
+  key = org.auth;
   const invoice = await http()
     .post(`/organizations/${organizationId}/invoices`)
+    .set(key)
     .send({ number: 'INV-1', amountCents: 100, currency: 'EUR' })
     .expect(201);
   invoiceId = invoice.body.id;
@@ -59,6 +60,7 @@ async function refused(path: string, body: object | string, type = 'json'): Prom
   const before = await rowCounts();
   const res = await http()
     .post(path)
+    .set(path === '/organizations' ? OPERATOR : key)
     .type(type)
     .send(body)
     .expect('content-type', /json/)
@@ -170,6 +172,7 @@ describe('reference app bad input', () => {
   it('still accepts reasonable nesting where a route takes it', async () => {
     await http()
       .post(`/organizations/${organizationId}/webhooks`)
+      .set(key)
       .send({ url: 'http://127.0.0.1:9/ok', events: ['invoice.paid', 'invoice.issued'] })
       .expect(201);
   });

@@ -6,7 +6,8 @@ import { chromium, type Browser, type Locator, type Page } from 'playwright-core
 import request from 'supertest';
 import { OutboxAdmin } from '@app/outbox';
 import { eventually } from '../support/outbox-app';
-import { createReferenceApp } from '../support/reference-app';
+import { createReferenceApp, OPERATOR_TOKEN } from '../support/reference-app';
+import { createTenant } from '../support/tenant';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { WebhookReceiver } from '../support/webhook-receiver';
 import { plantSecret } from '../support/log-guard';
@@ -136,6 +137,26 @@ afterAll(async () => {
   await db?.close();
 });
 
+it('asks for the operator token, and signs in with it only', async () => {
+  // Without a session the page is refused, and says where to sign in.
+  const refused = await page.goto(`${base}/outbox/ui`);
+  expect(refused?.status()).toBe(401);
+  expect(await page.content()).toContain('/outbox/ui/login');
+
+  await page.goto(`${base}/outbox/ui/login`);
+  await page.getByLabel('Operator token').fill('not-the-operator-token');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByTestId('sign-in-failed').waitFor();
+  expect(await page.context().cookies()).toEqual([]);
+
+  await page.getByLabel('Operator token').fill(OPERATOR_TOKEN);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForURL(`${base}/outbox/ui`);
+  const [cookie] = await page.context().cookies();
+  expect(cookie).toMatchObject({ name: 'outbox_session', httpOnly: true, sameSite: 'Strict' });
+  expect(cookie.value).not.toContain(OPERATOR_TOKEN);
+});
+
 it('shows a dead webhook, replays it from the page after a confirmation, and shows it delivered', async () => {
   await page.goto(`${base}/outbox/ui`);
   await page.getByTestId('no-dead-letters').waitFor();
@@ -144,18 +165,17 @@ it('shows a dead webhook, replays it from the page after a confirmation, and sho
 
   // An organization with a webhook endpoint, whose receiver fails every try of the next event.
   const http = request(app.getHttpServer());
-  const org = await http
-    .post('/organizations')
-    .send({ name: 'Acme', adminEmail: 'admin@acme.test' })
-    .expect(201);
+  const org = await createTenant(app.getHttpServer(), 'Acme');
   const endpoint = await http
-    .post(`/organizations/${org.body.id}/webhooks`)
+    .post(`/organizations/${org.id}/webhooks`)
+    .set(org.auth)
     .send({ url: receiver.url('/hooks/acme'), events: ['member.invited'] })
     .expect(201);
   receiver.trust('/hooks/acme', plantSecret(endpoint.body.secret));
   receiver.failNext(3);
   await http
-    .post(`/organizations/${org.body.id}/members`)
+    .post(`/organizations/${org.id}/members`)
+    .set(org.auth)
     .send({ email: 'ana@acme.test', role: 'member' })
     .expect(201);
   const admin = app.get(OutboxAdmin);
@@ -212,19 +232,18 @@ it('lines every number up with its header: webhooks waiting for a retry read as 
   base = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
 
   const http = request(app.getHttpServer());
-  const org = await http
-    .post('/organizations')
-    .send({ name: 'Globex', adminEmail: 'admin@globex.test' })
-    .expect(201);
+  const org = await createTenant(app.getHttpServer(), 'Globex');
   const endpoint = await http
-    .post(`/organizations/${org.body.id}/webhooks`)
+    .post(`/organizations/${org.id}/webhooks`)
+    .set(org.auth)
     .send({ url: receiver.url('/hooks/globex'), events: ['member.invited'] })
     .expect(201);
   receiver.trust('/hooks/globex', plantSecret(endpoint.body.secret));
   receiver.failNext(3);
   for (const email of ['bo@globex.test', 'cy@globex.test', 'di@globex.test']) {
     await http
-      .post(`/organizations/${org.body.id}/members`)
+      .post(`/organizations/${org.id}/members`)
+      .set(org.auth)
       .send({ email, role: 'member' })
       .expect(201);
   }

@@ -2,7 +2,9 @@ import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import request from 'supertest';
 import { outboxTestingOptions } from '@app/outbox/testing';
-import { createReferenceApp } from '../support/reference-app';
+import { createReferenceApp, OPERATOR } from '../support/reference-app';
+import { plantSecret } from '../support/log-guard';
+import { bearer } from '../support/tenant';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 /** The reference app's dead-letter endpoints over OutboxAdmin: reads, pages, and 400s. */
@@ -18,6 +20,7 @@ beforeAll(async () => {
   for (const name of ['Acme', 'Beta']) {
     const org = await http
       .post('/organizations')
+      .set(OPERATOR)
       .send({ name, adminEmail: `admin@${name.toLowerCase()}.test` })
       .expect(201);
     ids.push(org.body.eventId as string);
@@ -40,7 +43,7 @@ afterAll(async () => {
 
 it('lists dead letters newest first, filters them and pages with the next cursor', async () => {
   const http = request(app.getHttpServer());
-  const all = await http.get('/outbox/dead-letters').expect(200);
+  const all = await http.get('/outbox/dead-letters').set(OPERATOR).expect(200);
   expect(all.body.items.map((i: { id: string }) => i.id).sort()).toEqual([...ids].sort());
   expect(all.body.items[0]).toMatchObject({
     type: 'organization.created',
@@ -49,9 +52,10 @@ it('lists dead letters newest first, filters them and pages with the next cursor
     deliveredHandlers: ['audit-log'],
   });
 
-  const first = await http.get('/outbox/dead-letters?limit=1').expect(200);
+  const first = await http.get('/outbox/dead-letters?limit=1').set(OPERATOR).expect(200);
   const second = await http
     .get('/outbox/dead-letters')
+    .set(OPERATOR)
     .query({ limit: 1, after: first.body.next })
     .expect(200);
   expect([first.body.items[0].id, second.body.items[0].id]).toEqual(
@@ -61,6 +65,7 @@ it('lists dead letters newest first, filters them and pages with the next cursor
 
   const filtered = await http
     .get('/outbox/dead-letters')
+    .set(OPERATOR)
     .query({ type: 'member.invited,invoice.paid', includeRetrying: 'true' })
     .expect(200);
   expect(filtered.body.items).toEqual([]);
@@ -68,13 +73,13 @@ it('lists dead letters newest first, filters them and pages with the next cursor
 
 it('groups one outage into one line and shows one event whole', async () => {
   const http = request(app.getHttpServer());
-  const groups = await http.get('/outbox/dead-letters/groups').expect(200);
+  const groups = await http.get('/outbox/dead-letters/groups').set(OPERATOR).expect(200);
   expect(groups.body).toMatchObject([
     { type: 'organization.created', handler: 'notification-mail', count: 2 },
   ]);
-  const event = await http.get(`/outbox/events/${ids[0]}`).expect(200);
+  const event = await http.get(`/outbox/events/${ids[0]}`).set(OPERATOR).expect(200);
   expect(event.body).toMatchObject({ id: ids[0], payload: { name: 'Acme' }, attempts: 3 });
-  await http.get('/outbox/events/00000000-0000-4000-8000-000000000000').expect(404);
+  await http.get('/outbox/events/00000000-0000-4000-8000-000000000000').set(OPERATOR).expect(404);
 });
 
 it('answers bad input with a 400 naming the field, never a 500', async () => {
@@ -89,7 +94,7 @@ it('answers bad input with a 400 naming the field, never a 500', async () => {
     ['/outbox/events/42', 'Validation failed (uuid is expected)'],
   ];
   for (const [url, message] of cases) {
-    const res = await http.get(url);
+    const res = await http.get(url).set(OPERATOR);
     expect({ url, status: res.status }).toEqual({ url, status: 400 });
     expect(JSON.stringify(res.body.message)).toContain(message);
   }
@@ -100,6 +105,7 @@ it('replays and discards over HTTP: a dry run first, then the change, each answe
   const [acme, beta] = ids;
   const dry = await http
     .post('/outbox/dead-letters/replay')
+    .set(OPERATOR)
     .send({ filter: { types: ['organization.created'] }, dryRun: true })
     .expect(200);
   expect({ ...dry.body, ids: [...dry.body.ids].sort() }).toEqual({
@@ -110,13 +116,15 @@ it('replays and discards over HTTP: a dry run first, then the change, each answe
 
   const discarded = await http
     .post('/outbox/dead-letters/discard')
+    .set(OPERATOR)
     .send({ ids: [beta], reason: 'test organization' })
     .expect(200);
   expect(discarded.body).toEqual({ dryRun: false, ids: [beta], unchanged: [] });
-  const listed = await http.get('/outbox/dead-letters').expect(200);
+  const listed = await http.get('/outbox/dead-letters').set(OPERATOR).expect(200);
   expect(listed.body.items.map((i: { id: string }) => i.id)).toEqual([acme]);
   const withDiscarded = await http
     .get('/outbox/dead-letters')
+    .set(OPERATOR)
     .query({ includeDiscarded: 'true' })
     .expect(200);
   expect(withDiscarded.body.items).toEqual(
@@ -127,6 +135,7 @@ it('replays and discards over HTTP: a dry run first, then the change, each answe
 
   const replayed = await http
     .post('/outbox/dead-letters/replay')
+    .set(OPERATOR)
     .send({ ids: [acme], handlers: ['notification-mail'] })
     .expect(200);
   expect(replayed.body).toEqual({ dryRun: false, ids: [acme], unchanged: [] });
@@ -137,6 +146,70 @@ it('replays and discards over HTTP: a dry run first, then the change, each answe
       [acme],
     );
   expect(row.due).toBe(true);
+});
+
+describe('without the operator token', () => {
+  const WRONG = [
+    {},
+    { authorization: 'Bearer not-the-operator-token' },
+    { authorization: `Basic ${Buffer.from('operator:x').toString('base64')}` },
+  ];
+
+  it.each(WRONG)('every read is a 401 with %j', async (headers) => {
+    const http = request(app.getHttpServer());
+    for (const url of [
+      '/outbox',
+      '/outbox/dead-letters',
+      '/outbox/dead-letters/groups',
+      `/outbox/events/${ids[0]}`,
+      '/metrics',
+      '/audit/verify',
+    ]) {
+      const res = await http.get(url).set(headers);
+      expect({ url, status: res.status }).toEqual({ url, status: 401 });
+      expect(JSON.stringify(res.body)).not.toContain(ids[0]);
+    }
+  });
+
+  it.each(WRONG)(
+    'a replay, a discard or a new organization is a 401 with %j, and changes nothing',
+    async (headers) => {
+      const http = request(app.getHttpServer());
+      const snapshot = () =>
+        app
+          .get(DataSource)
+          .query(`SELECT id, next_attempt_at, discarded_at, dead_at FROM outbox_event ORDER BY id`);
+      const before = await snapshot();
+      const organizations = await app.get(DataSource).query(`SELECT id FROM organization`);
+      for (const [url, body] of [
+        ['/outbox/dead-letters/replay', { filter: { types: ['organization.created'] }, all: true }],
+        ['/outbox/dead-letters/discard', { ids, reason: 'forged' }],
+        ['/organizations', { name: 'Forged', adminEmail: 'x@forged.test' }],
+        [`/organizations/${ids[0]}/api-key`, {}],
+      ] as const) {
+        const res = await http.post(url).set(headers).send(body);
+        expect({ url, status: res.status }).toEqual({ url, status: 401 });
+      }
+      expect(await snapshot()).toEqual(before);
+      expect(await app.get(DataSource).query(`SELECT id FROM organization`)).toEqual(organizations);
+    },
+  );
+
+  it("an organization's API key is not the operator token", async () => {
+    const http = request(app.getHttpServer());
+    const org = await http
+      .post('/organizations')
+      .set(OPERATOR)
+      .send({ name: 'Tenant', adminEmail: 'admin@tenant.test' })
+      .expect(201);
+    plantSecret(org.body.apiKey);
+    await http.get('/outbox/dead-letters').set(bearer(org.body.apiKey)).expect(401);
+    await http
+      .post('/outbox/dead-letters/replay')
+      .set(bearer(org.body.apiKey))
+      .send({ ids })
+      .expect(401);
+  });
 });
 
 it('answers a bad replay or discard with a 400 naming the field, and changes nothing', async () => {
@@ -176,7 +249,7 @@ it('answers a bad replay or discard with a 400 naming the field, and changes not
     ],
   ];
   for (const [url, body, message] of cases) {
-    const res = await http.post(url).send(body);
+    const res = await http.post(url).set(OPERATOR).send(body);
     expect({ url, body, status: res.status }).toEqual({ url, body, status: 400 });
     expect(JSON.stringify(res.body.message)).toContain(message);
   }

@@ -4,7 +4,9 @@ import { DomainEvents } from '../../apps/reference/src/events/domain-events';
 import type { Client } from 'pg';
 import request from 'supertest';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
-import { createReferenceApp } from '../support/reference-app';
+import { plantSecret } from '../support/log-guard';
+import { createReferenceApp, OPERATOR } from '../support/reference-app';
+import { bearer } from '../support/tenant';
 import { eventually } from '../support/outbox-app';
 
 /** The domain API: each action writes its change and its event together, or nothing. */
@@ -33,6 +35,7 @@ describe('reference app domain', () => {
   it('creating an organization writes it, its admin and organization.created with the request id', async () => {
     const res = await request(app.getHttpServer())
       .post('/organizations')
+      .set(OPERATOR)
       .set('x-request-id', 'req-create-1')
       .send({ name: 'Acme', adminEmail: 'Ada@Acme.test' })
       .expect(201);
@@ -61,16 +64,20 @@ describe('reference app domain', () => {
   it('a payload that fails validation gets a 400 naming the field, and nothing is written', async () => {
     const org = await request(app.getHttpServer())
       .post('/organizations')
+      .set(OPERATOR)
       .send({ name: 'Beta', adminEmail: 'bo@beta.test' })
       .expect(201);
+    const key = bearer(plantSecret(org.body.apiKey));
     const before = { invoices: await count('invoice'), events: await count('outbox_event') };
     const res = await request(app.getHttpServer())
       .post(`/organizations/${org.body.id}/invoices`)
+      .set(key)
       .send({ number: 'INV-1', amountCents: -5, currency: 'EUR' })
       .expect(400);
     expect(JSON.stringify(res.body.message)).toContain('amountCents must not be less than 1');
     const bad = await request(app.getHttpServer())
       .post(`/organizations/${org.body.id}/members`)
+      .set(key)
       .send({ email: 'not-an-email', role: 'owner' })
       .expect(400);
     expect(JSON.stringify(bad.body.message)).toContain('email must be an email');
@@ -108,11 +115,14 @@ describe('reference app domain', () => {
   it('two invites of one address racing past the existence check give one member and one 409', async () => {
     const org = await request(app.getHttpServer())
       .post('/organizations')
+      .set(OPERATOR)
       .send({ name: 'Race', adminEmail: 'ra@race.test' })
       .expect(201);
+    const key = bearer(plantSecret(org.body.apiKey));
     const invite = () =>
       request(app.getHttpServer())
         .post(`/organizations/${org.body.id}/members`)
+        .set(key)
         .send({ email: 'twin@race.test', role: 'member' });
     const statuses = (await Promise.all([invite(), invite(), invite()]))
       .map((r) => r.status)
@@ -126,7 +136,7 @@ describe('reference app domain', () => {
   });
 
   it("GET /outbox reports the dispatcher and the outbox by state, from the health indicator's bounded probe", async () => {
-    const res = await request(app.getHttpServer()).get('/outbox').expect(200);
+    const res = await request(app.getHttpServer()).get('/outbox').set(OPERATOR).expect(200);
     expect(res.body).toEqual({
       dispatcher: 'running',
       listener: expect.any(String),

@@ -168,18 +168,29 @@ describe('npm start on the embedded PostgreSQL', () => {
       expect(second.output).not.toContain('undefined');
       expect(await isAlive(postmaster!)).toBe(true);
 
-      const org = await postCreated(base, '/organizations', {
-        name: 'Acme',
-        adminEmail: 'ada@acme.test',
-      });
-      await postCreated(base, `/organizations/${org.id}/webhooks`, {
-        url: receiver.url,
-        events: ['member.invited'],
-      });
-      const invite = await postCreated(base, `/organizations/${org.id}/members`, {
-        email: 'bob@acme.test',
-        role: 'member',
-      });
+      // No OPERATOR_TOKEN was set: npm start made one and the walkthrough shows it.
+      await first.waitFor('the walkthrough', () => first.output.includes('Try it'));
+      const token = /^ {2}export OPERATOR_TOKEN=([A-Za-z0-9_-]{43})$/m.exec(first.output)?.[1];
+      expect(token).toBeDefined();
+      const org = await postCreated(
+        base,
+        '/organizations',
+        { name: 'Acme', adminEmail: 'ada@acme.test' },
+        { authorization: `Bearer ${token}` },
+      );
+      const key = { authorization: `Bearer ${org.apiKey}` };
+      await postCreated(
+        base,
+        `/organizations/${org.id}/webhooks`,
+        { url: receiver.url, events: ['member.invited'] },
+        key,
+      );
+      const invite = await postCreated(
+        base,
+        `/organizations/${org.id}/members`,
+        { email: 'bob@acme.test', role: 'member' },
+        key,
+      );
       await first.waitFor('the webhook POST to be in flight', () => receiver.heldCount === 1);
       const webhookId = receiver.webhookIds[0];
 

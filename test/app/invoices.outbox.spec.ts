@@ -3,6 +3,7 @@ import { DataSource } from 'typeorm';
 import request from 'supertest';
 import { drainUntilIdle, emitted, expectEmitted, outboxTestingOptions } from '@app/outbox/testing';
 import { createReferenceApp } from '../support/reference-app';
+import { createTenant } from '../support/tenant';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 /**
@@ -27,12 +28,16 @@ afterAll(async () => {
 
 it('paying an invoice emits invoice.paid, and the audit log records it once delivered', async () => {
   const http = request(app.getHttpServer());
-  const org = await http.post('/organizations').send({ name: 'Acme', adminEmail: 'ada@acme.test' });
+  const org = await createTenant(app.getHttpServer(), 'Acme', 'ada@acme.test');
   const invoice = await http
-    .post(`/organizations/${org.body.id}/invoices`)
+    .post(`/organizations/${org.id}/invoices`)
+    .set(org.auth)
     .send({ number: 'INV-1', amountCents: 1200, currency: 'EUR' })
     .expect(201);
-  await http.post(`/organizations/${org.body.id}/invoices/${invoice.body.id}/pay`).expect(201);
+  await http
+    .post(`/organizations/${org.id}/invoices/${invoice.body.id}/pay`)
+    .set(org.auth)
+    .expect(201);
 
   const paid = await expectEmitted(dataSource, {
     type: 'invoice.paid',

@@ -1,7 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
 import { drainUntilIdle, outboxTestingOptions } from '@app/outbox/testing';
-import { createReferenceApp } from '../support/reference-app';
+import { createReferenceApp, OPERATOR } from '../support/reference-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 /** GET /metrics of the reference app: the outbox's OpenTelemetry metrics, as Prometheus reads them. */
@@ -23,11 +23,13 @@ it('serves delivery counters, run durations, lag and the state gauges in the tex
   const http = request(app.getHttpServer());
   await http
     .post('/organizations')
+    .set(OPERATOR)
     .send({ name: 'Acme', adminEmail: 'admin@acme.test' })
     .expect(201);
   await drainUntilIdle(app);
 
-  const scrape = await http.get('/metrics').expect(200);
+  await http.get('/metrics').expect(401);
+  const scrape = await http.get('/metrics').set(OPERATOR).expect(200);
   expect(scrape.headers['content-type']).toMatch(/^text\/plain/);
   const text = scrape.text;
   if (process.env.OUTBOX_PRINT_METRICS) console.log(text);

@@ -22,6 +22,7 @@ const TESTING_ENTRY = '@app/outbox/testing';
 
 /** Directories that hold no tables of their own: the composition root and shared code. */
 const SHARED = new Set([
+  'auth',
   'common',
   'config',
   'database',

@@ -16,7 +16,9 @@ import {
 } from '../../apps/reference/src/notifications/notification-rules';
 import { smtpMessageId } from '../../apps/reference/src/notifications/smtp.mailer';
 import { forceRedelivery, waitUntilDelivered } from '../support/redelivery';
-import { createReferenceApp } from '../support/reference-app';
+import { plantSecret } from '../support/log-guard';
+import { createReferenceApp, OPERATOR } from '../support/reference-app';
+import { bearer } from '../support/tenant';
 import { MailerPort } from '../../apps/reference/src/notifications/mailer.port';
 import { startSmtpServer, type TestSmtpServer } from '../support/smtp-server';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
@@ -27,8 +29,24 @@ import { createTestDatabase, type TestDatabase } from '../support/test-database'
  * server, or the mail_log record), each once however often an event is delivered.
  */
 
+/** The `Authorization` header of each organization created here, by id. */
+const keys = new Map<string, { authorization: string }>();
+
+function auth(organizationId: string): { authorization: string } {
+  const header = keys.get(organizationId);
+  if (!header) throw new Error(`no API key for ${organizationId}`);
+  return header;
+}
+
+/** POSTs with the operator token to /organizations, with the organization's key elsewhere. */
 async function post(app: INestApplication, path: string, body: object = {}): Promise<any> {
-  const res = await request(app.getHttpServer()).post(path).send(body).expect(201);
+  const organizationId = /^\/organizations\/([^/]+)\//.exec(path)?.[1];
+  const res = await request(app.getHttpServer())
+    .post(path)
+    .set(organizationId ? auth(organizationId) : OPERATOR)
+    .send(body)
+    .expect(201);
+  if (path === '/organizations') keys.set(res.body.id, bearer(plantSecret(res.body.apiKey)));
   return res.body;
 }
 
@@ -77,7 +95,8 @@ async function mailLogRows(sql: Client) {
 async function inbox(app: INestApplication, organizationId: string, userId: string) {
   const res = await request(app.getHttpServer())
     .get('/notifications')
-    .query({ organizationId, userId })
+    .set(auth(organizationId))
+    .query({ userId })
     .expect(200);
   return (res.body as { title: string }[]).map((n) => n.title).sort();
 }
@@ -205,7 +224,7 @@ describe('notifications with a real SMTP server', () => {
     ]);
     expect(received[1].raw).toContain(`Event: member.invited ${bob.eventId}`);
 
-    const mails = await request(app.getHttpServer()).get('/mails').expect(200);
+    const mails = await request(app.getHttpServer()).get('/mails').set(auth(org.id)).expect(200);
     expect(
       (mails.body as any[])
         .map((m) => ({
@@ -235,7 +254,13 @@ describe('notifications with a real SMTP server', () => {
 
   it('a mail key another attempt is still sending is neither sent again nor given up', async () => {
     const mailer = app.get(MailerPort);
-    const mail = { to: 'eve@acme.test', subject: 'S', text: 'T', idempotencyKey: 'test:in-flight' };
+    const mail = {
+      organizationId: randomUUID(),
+      to: 'eve@acme.test',
+      subject: 'S',
+      text: 'T',
+      idempotencyKey: 'test:in-flight',
+    };
     await sql.query(
       `INSERT INTO mail_log (idempotency_key, recipient, subject, body, transport, claimed_at)
        VALUES ($1, $2, $3, $4, 'smtp', now())`,
@@ -287,7 +312,7 @@ describe('notifications without SMTP', () => {
     const { paidEventId } = await issueAndPay(app, org.id, 'INV-7');
     await waitUntilDelivered(sql);
 
-    const mails = await request(app.getHttpServer()).get('/mails').expect(200);
+    const mails = await request(app.getHttpServer()).get('/mails').set(auth(org.id)).expect(200);
     const byKey = (a: { idempotencyKey: string }, b: { idempotencyKey: string }) =>
       a.idempotencyKey.localeCompare(b.idempotencyKey);
     expect(
@@ -417,12 +442,17 @@ describe('notifications without SMTP', () => {
     expect(await mailLogRows(sql)).toEqual(mailsBefore);
   });
 
-  it('GET /notifications wants a UUID organizationId, and the handler is registered only for notified types', async () => {
+  it('GET /notifications wants an API key and a UUID userId, and the handler is registered only for notified types', async () => {
+    const org = await organization(app, 'Hooli', 'gavin@hooli.test');
+    const key = auth(org.id);
+    await request(app.getHttpServer()).get('/notifications').expect(401);
+    await request(app.getHttpServer()).get('/mails').expect(401);
     const res = await request(app.getHttpServer())
       .get('/notifications')
-      .query({ organizationId: 'nope' })
+      .set(key)
+      .query({ userId: 'nope' })
       .expect(400);
-    expect(JSON.stringify(res.body.message)).toContain('organizationId must be a UUID');
+    expect(JSON.stringify(res.body.message)).toContain('userId must be a UUID');
     const dispatcher = app.get(EventDispatcher);
     expect(dispatcher.handlerNames('invoice.paid')).toContain('notification-fanout');
     expect(dispatcher.handlerNames(OUTBOX_EVENT_DEAD)).toContain('notification-fanout');

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
@@ -17,6 +18,7 @@ import { webhookDeliveries } from '../support/webhook-deliveries';
 
 const ROOT = resolve(__dirname, '../..');
 const GRACE_MS = 8000;
+const OPERATOR_TOKEN = `operator-${randomBytes(24).toString('base64url')}`;
 
 let db: TestDatabase;
 let sql: Client;
@@ -62,6 +64,7 @@ function startApp(port: number): ChildProcess {
       env: {
         ...process.env,
         DATABASE_URL: db.url,
+        OPERATOR_TOKEN,
         PORT: String(port),
         OUTBOX_SHUTDOWN_GRACE_MS: String(GRACE_MS),
         WEBHOOK_TIMEOUT_MS: '30000',
@@ -103,18 +106,27 @@ describe('reference app process', () => {
     expect(up!.body.info.database).toEqual({ status: 'up' });
     expect(output.join('')).toContain(`Reference app listening on ${base}`);
 
-    const org = await postCreated(base, '/organizations', {
-      name: 'Acme',
-      adminEmail: 'ada@acme.test',
-    });
-    await postCreated(base, `/organizations/${org.id}/webhooks`, {
-      url: hookUrl,
-      events: ['member.invited'],
-    });
-    const invite = await postCreated(base, `/organizations/${org.id}/members`, {
-      email: 'bob@acme.test',
-      role: 'member',
-    });
+    // A token the user set is theirs: the walkthrough does not print it.
+    expect(output.join('')).not.toContain(OPERATOR_TOKEN);
+    const org = await postCreated(
+      base,
+      '/organizations',
+      { name: 'Acme', adminEmail: 'ada@acme.test' },
+      { authorization: `Bearer ${OPERATOR_TOKEN}` },
+    );
+    const key = { authorization: `Bearer ${org.apiKey}` };
+    await postCreated(
+      base,
+      `/organizations/${org.id}/webhooks`,
+      { url: hookUrl, events: ['member.invited'] },
+      key,
+    );
+    const invite = await postCreated(
+      base,
+      `/organizations/${org.id}/members`,
+      { email: 'bob@acme.test', role: 'member' },
+      key,
+    );
     await eventually('the webhook POST is in flight', () => held.length === 1);
 
     const signalledAt = Date.now();

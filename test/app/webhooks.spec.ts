@@ -4,11 +4,12 @@ import type { Client } from 'pg';
 import request from 'supertest';
 import { eventually } from '../support/outbox-app';
 import { forceRedelivery, waitUntilDelivered } from '../support/redelivery';
-import { createReferenceApp } from '../support/reference-app';
+import { createReferenceApp, OPERATOR } from '../support/reference-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { WebhookReceiver } from '../support/webhook-receiver';
 import { capturedLineCount, leakedLines, plantSecret } from '../support/log-guard';
 import { webhookDeliveries } from '../support/webhook-deliveries';
+import { createTenant } from '../support/tenant';
 
 /**
  * Webhooks end to end: domain actions over HTTP, the transactional `webhook-fanout` handler
@@ -47,12 +48,19 @@ function http() {
   return request(app.getHttpServer());
 }
 
+/** The `Authorization` header of each organization created here, by id. */
+const keys = new Map<string, { authorization: string }>();
+
+function auth(organizationId: string): { authorization: string } {
+  const header = keys.get(organizationId);
+  if (!header) throw new Error(`no API key for ${organizationId}`);
+  return header;
+}
+
 async function createOrganization(name: string): Promise<string> {
-  const res = await http()
-    .post('/organizations')
-    .send({ name, adminEmail: `admin@${name.toLowerCase()}.test` })
-    .expect(201);
-  return res.body.id;
+  const tenant = await createTenant(app.getHttpServer(), name);
+  keys.set(tenant.id, tenant.auth);
+  return tenant.id;
 }
 
 /** Registers an endpoint at `path` of the receiver and tells the receiver its secret. */
@@ -63,6 +71,7 @@ async function registerEndpoint(
 ): Promise<{ id: string; secret: string }> {
   const res = await http()
     .post(`/organizations/${organizationId}/webhooks`)
+    .set(auth(organizationId))
     .send({ url: receiver.url(path), events })
     .expect(201);
   receiver.trust(path, plantSecret(res.body.secret));
@@ -72,6 +81,7 @@ async function registerEndpoint(
 async function inviteMember(organizationId: string, email: string): Promise<string> {
   const res = await http()
     .post(`/organizations/${organizationId}/members`)
+    .set(auth(organizationId))
     .send({ email, role: 'member' })
     .expect(201);
   return res.body.eventId;
@@ -83,10 +93,12 @@ async function issueAndPay(
 ): Promise<{ invoiceId: string; issuedEventId: string; paidEventId: string }> {
   const issued = await http()
     .post(`/organizations/${organizationId}/invoices`)
+    .set(auth(organizationId))
     .send({ number, amountCents: 4200, currency: 'EUR' })
     .expect(201);
   const paid = await http()
     .post(`/organizations/${organizationId}/invoices/${issued.body.id}/pay`)
+    .set(auth(organizationId))
     .expect(201);
   return {
     invoiceId: issued.body.id,
@@ -128,6 +140,7 @@ describe('webhook endpoints', () => {
     try {
       const res = await http()
         .post(`/organizations/${organizationId}/webhooks`)
+        .set(auth(organizationId))
         .send({ url: `https://hooks.example/in?token=${token}`, events: ['member.invited'] });
       expect(res.status).toBe(500);
       expect(JSON.stringify(res.body)).not.toContain(token);
@@ -139,10 +152,33 @@ describe('webhook endpoints', () => {
     expect(leakedLines()).toEqual([]);
   });
 
+  it('a database failure while checking a credential logs neither the operator token nor the API key', async () => {
+    // Both are planted: the operator token by the app's test setup, the key by createTenant.
+    const organizationId = await createOrganization('Keyleak');
+    const before = capturedLineCount();
+    await sql.query('ALTER TABLE organization RENAME TO organization_away');
+    try {
+      const tenant = await http().get('/webhooks/deliveries').set(auth(organizationId)).expect(500);
+      const operator = await http()
+        .post('/organizations')
+        .set(OPERATOR)
+        .send({ name: 'Nowhere', adminEmail: 'admin@nowhere.test' })
+        .expect(500);
+      const answers = JSON.stringify([tenant.body, operator.body]);
+      expect(answers).not.toContain(auth(organizationId).authorization.slice(7));
+      expect(answers).not.toContain(OPERATOR.authorization.slice(7));
+    } finally {
+      await sql.query('ALTER TABLE organization_away RENAME TO organization');
+    }
+    expect(capturedLineCount()).toBeGreaterThan(before + 1);
+    expect(leakedLines()).toEqual([]);
+  });
+
   it('registering returns the id, url, events and a whsec_ secret shown only there', async () => {
     const organizationId = await createOrganization('Regist');
     const res = await http()
       .post(`/organizations/${organizationId}/webhooks`)
+      .set(auth(organizationId))
       .send({ url: receiver.url('/hooks/regist'), events: ['invoice.paid'] })
       .expect(201);
     expect(Object.keys(res.body).sort()).toEqual(['events', 'id', 'secret', 'url']);
@@ -168,6 +204,7 @@ describe('webhook endpoints', () => {
     ]);
     const other = await http()
       .post(`/organizations/${organizationId}/webhooks`)
+      .set(auth(organizationId))
       .send({ url: receiver.url('/hooks/regist'), events: ['invoice.paid'] })
       .expect(201);
     expect(other.body.secret).not.toBe(res.body.secret);
@@ -182,6 +219,7 @@ describe('webhook endpoints', () => {
     const organizationId = await createOrganization('Badurl');
     const res = await http()
       .post(`/organizations/${organizationId}/webhooks`)
+      .set(auth(organizationId))
       .send({ url, events: ['invoice.paid'] })
       .expect(400);
     expect(res.body.message).toEqual(['url must be a URL address']);
@@ -202,12 +240,14 @@ describe('webhook endpoints', () => {
     ]) {
       const res = await http()
         .post(`/organizations/${organizationId}/webhooks`)
+        .set(auth(organizationId))
         .send({ url: receiver.url('/hooks/bad'), events })
         .expect(400);
       expect(JSON.stringify(res.body.message)).toContain('events');
     }
     await http()
       .post(`/organizations/${organizationId}/webhooks`)
+      .set(auth(organizationId))
       .send({
         url: receiver.url('/hooks/good'),
         events: ['member.invited', 'invoice.issued', 'invoice.paid'],
@@ -215,12 +255,22 @@ describe('webhook endpoints', () => {
       .expect(201);
   });
 
-  it('an organization that does not exist is a 404', async () => {
-    const res = await http()
-      .post(`/organizations/${randomUUID()}/webhooks`)
-      .send({ url: receiver.url('/hooks/nobody'), events: ['invoice.paid'] })
-      .expect(404);
-    expect(res.body.message).toMatch(/organization .* does not exist/);
+  it("an organization that does not exist, or is not the key's, is a 404", async () => {
+    const mine = await createOrganization('Mine');
+    const theirs = await createOrganization('Theirs');
+    for (const organizationId of [randomUUID(), theirs]) {
+      const res = await http()
+        .post(`/organizations/${organizationId}/webhooks`)
+        .set(auth(mine))
+        .send({ url: receiver.url('/hooks/nobody'), events: ['invoice.paid'] })
+        .expect(404);
+      expect(res.body.message).toMatch(/organization .* does not exist/);
+    }
+    const { rows } = await sql.query(
+      'SELECT count(*)::int AS n FROM webhook_endpoint WHERE organization_id = $1',
+      [theirs],
+    );
+    expect(rows[0].n).toBe(0);
   });
 });
 
@@ -321,7 +371,7 @@ describe('webhook delivery', () => {
       }),
     ]);
 
-    const listing = await http().get('/webhooks/deliveries').query({ organizationId }).expect(200);
+    const listing = await http().get('/webhooks/deliveries').set(auth(organizationId)).expect(200);
     expect(listing.body).toHaveLength(3);
     expect(listing.body.map((d: { id: string }) => d.id).sort()).toEqual(
       [invitedDelivery, paidDelivery, issuedDelivery].sort(),
@@ -338,6 +388,7 @@ describe('webhook delivery', () => {
     const endpoint = await registerEndpoint(organizationId, '/hooks/quiet', ['invoice.paid']);
     await http()
       .patch(`/organizations/${organizationId}/webhooks/${endpoint.id}`)
+      .set(auth(organizationId))
       .send({ enabled: false })
       .expect(200, { id: endpoint.id, enabled: false });
     await issueAndPay(organizationId, 'Q-1');
@@ -350,14 +401,20 @@ describe('webhook delivery', () => {
     const organizationId = await createOrganization('Toggle');
     const endpoint = await registerEndpoint(organizationId, '/hooks/toggle', ['invoice.paid']);
     const path = `/organizations/${organizationId}/webhooks/${endpoint.id}`;
-    const bad = await http().patch(path).send({ enabled: 'no' }).expect(400);
+    const bad = await http()
+      .patch(path)
+      .set(auth(organizationId))
+      .send({ enabled: 'no' })
+      .expect(400);
     expect(JSON.stringify(bad.body.message)).toContain('enabled');
     await http()
       .patch(`/organizations/${organizationId}/webhooks/${randomUUID()}`)
+      .set(auth(organizationId))
       .send({ enabled: true })
       .expect(404);
     await http()
       .patch(path)
+      .set(auth(organizationId))
       .send({ enabled: true })
       .expect(200, { id: endpoint.id, enabled: true });
   });
@@ -404,15 +461,17 @@ describe('webhook delivery', () => {
     });
     expect(row.last_error).toContain('HTTP 500: cannot reach db at postgres://[redacted]@db/app');
     expect(row.last_error).not.toContain('hunter2');
-    const listing = await http().get('/webhooks/deliveries').query({ organizationId }).expect(200);
+    const listing = await http().get('/webhooks/deliveries').set(auth(organizationId)).expect(200);
     expect(listing.body).toEqual([
       expect.objectContaining({ id, status: 'dead', attempts: MAX_ATTEMPTS }),
     ]);
 
     // The receiver is fixed; an operator replays the dead delivery.
     const replay = `/webhooks/deliveries/${id}/replay`;
-    await http().post(replay).query({ organizationId: randomUUID() }).expect(404);
-    const replayed = await http().post(replay).query({ organizationId }).expect(202);
+    // Another organization's key finds no such delivery.
+    const other = await createOrganization('Other');
+    await http().post(replay).set(auth(other)).expect(404);
+    const replayed = await http().post(replay).set(auth(organizationId)).expect(202);
     expect(replayed.body).toMatchObject({ id, status: 'dead' });
     await eventually('the replayed delivery is delivered', async () => {
       const [again] = await deliveryRows(endpoint.id);
@@ -423,7 +482,7 @@ describe('webhook delivery', () => {
       204,
     ]);
     // Delivered now: there is nothing left to replay.
-    await http().post(replay).query({ organizationId }).expect(409);
+    await http().post(replay).set(auth(organizationId)).expect(409);
   });
 
   it('a POST without an answer in time is a failed attempt (timeout), retried like any other', async () => {
@@ -472,8 +531,8 @@ describe('webhook delivery', () => {
     expect(receiver.requests).toHaveLength(requestsBefore);
   });
 
-  it('listing deliveries needs an organization id', async () => {
-    const res = await http().get('/webhooks/deliveries').expect(400);
-    expect(JSON.stringify(res.body.message)).toContain('organizationId');
+  it('listing deliveries needs an API key', async () => {
+    const res = await http().get('/webhooks/deliveries').expect(401);
+    expect(res.headers['www-authenticate']).toBe('Bearer');
   });
 });

@@ -152,10 +152,15 @@ export function sleep(ms: number): Promise<void> {
 }
 
 /** POSTs JSON to a running app and returns the body of its 201; anything else throws. */
-export async function postCreated(base: string, path: string, body: unknown): Promise<any> {
+export async function postCreated(
+  base: string,
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<any> {
   const res = await fetch(`${base}${path}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', ...headers },
     body: JSON.stringify(body),
   });
   if (res.status !== 201) throw new Error(`${path} answered ${res.status}: ${await res.text()}`);

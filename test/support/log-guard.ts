@@ -4,10 +4,11 @@ import { inspect } from 'node:util';
 /**
  * Everything the apps under test log, kept in memory (and printed too when OUTBOX_TEST_LOG is
  * set), so each test file can prove that no secret it planted reached a log line. Secrets are
- * planted with `plantSecret`; anything shaped like a webhook signing secret counts as planted.
+ * planted with `plantSecret`; anything shaped like a webhook signing secret or an organization's
+ * API key counts as planted.
  */
 
-const ALWAYS_SECRET = [/whsec_[A-Za-z0-9+/=]{8,}/];
+const ALWAYS_SECRET = [/whsec_[A-Za-z0-9+/=]{8,}/, /oak_[0-9a-f-]{36}_[A-Za-z0-9_-]{8,}/];
 
 const lines: string[] = [];
 const planted = new Set<string>();

@@ -10,6 +10,8 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { OutboxDashboardModule, OutboxModule, type OutboxModuleOptions } from '@app/outbox';
 import { OUTBOX_MIGRATIONS, REFERENCE_APP_MIGRATIONS } from '../../../migrations';
 import { AuditModule } from './audit/audit.module';
+import { AuthModule } from './auth/auth.module';
+import { DashboardSessionGuard } from './auth/dashboard-session.guard';
 import { requestIdMiddleware } from './common/request-id';
 import { parseRetrySchedule, validateAppConfig, type AppConfig } from './config/app.config';
 import { APP_ENTITIES } from './database/entities';
@@ -21,7 +23,6 @@ import { OrganizationsModule } from './organizations/organizations.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { prometheusExporter } from './metrics/prometheus';
 import { DASHBOARD_PATH } from './outbox-admin/dashboard-path';
-import { LocalOnlyGuard } from './outbox-admin/local-only.guard';
 import { OutboxAdminModule } from './outbox-admin/outbox-admin.module';
 import { WEBHOOK_SENDER } from './webhooks/webhook-delivery';
 import { WebhooksModule } from './webhooks/webhooks.module';
@@ -86,6 +87,7 @@ export class AppModule implements NestModule {
             (options.outbox ?? ((read) => read))(outboxOptions(config)),
         }),
         EventsModule,
+        AuthModule,
         OrganizationsModule,
         InvoicesModule,
         AuditModule,
@@ -93,7 +95,7 @@ export class AppModule implements NestModule {
         NotificationsModule,
         OutboxAdminModule,
         MetricsModule,
-        OutboxDashboardModule.forRoot({ path: DASHBOARD_PATH, guard: LocalOnlyGuard }),
+        OutboxDashboardModule.forRoot({ path: DASHBOARD_PATH, guard: DashboardSessionGuard }),
         HealthModule,
       ],
     };

@@ -31,10 +31,10 @@ const VERIFY_BATCH = 500;
 export class AuditService {
   constructor(private readonly dataSource: DataSource) {}
 
-  /** Newest first (highest `seq` first), at most `limit` entries. */
-  async list(query: ListAuditQuery): Promise<AuditEntryView[]> {
+  /** The organization's entries, newest first (highest `seq` first), at most `limit`. */
+  async list(organizationId: string, query: ListAuditQuery): Promise<AuditEntryView[]> {
     const entries = await this.dataSource.getRepository(AuditEntry).find({
-      where: query.organizationId ? { organizationId: query.organizationId } : {},
+      where: { organizationId },
       order: { seq: 'DESC' },
       take: query.limit ?? DEFAULT_LIMIT,
     });

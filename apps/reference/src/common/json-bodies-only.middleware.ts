@@ -14,13 +14,18 @@ export function requireJsonBodies(formPaths: readonly string[]) {
     if (!WITH_BODY.has(req.method) || formPaths.some((path) => under(req.path, path))) {
       return next();
     }
-    // `req.is` answers null when there is no body, false when the body is another type.
-    if (req.is('application/json') !== false) return next();
+    if (isEmpty(req) || req.is('application/json')) return next();
     res.status(415).json({
       statusCode: 415,
       message: 'the request body must be JSON (content-type: application/json)',
     });
   };
+}
+
+/** No body at all, or one of length 0 (what a client sends for a POST without a body). */
+function isEmpty(req: Request): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] === undefined && (length === undefined || length === '0');
 }
 
 function under(path: string, prefix: string): boolean {

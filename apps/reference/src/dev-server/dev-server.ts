@@ -56,7 +56,7 @@ export function runDevServer(options: DevServerOptions): void {
 async function bootstrap({ createApp }: DevServerOptions): Promise<void> {
   for (const signal of STOP_SIGNALS) process.on(signal, onStopSignal);
   const env = { ...process.env };
-  developmentDefaults(env);
+  const generatedOperatorToken = developmentDefaults(env);
   const config = validateAppConfig(env);
   shutdownGraceMs = config.OUTBOX_SHUTDOWN_GRACE_MS;
   // Before the database starts: a busy port should not cost a database start to find out.
@@ -87,7 +87,7 @@ async function bootstrap({ createApp }: DevServerOptions): Promise<void> {
     throw portError(error, config.PORT, 'the HTTP server', 'PORT') ?? error;
   }
   const { port } = (app.getHttpServer() as Server).address() as AddressInfo;
-  process.stdout.write(walkthrough(`http://127.0.0.1:${port}`));
+  process.stdout.write(walkthrough(`http://127.0.0.1:${port}`, { generatedOperatorToken }));
 }
 
 function onStopSignal(signal: NodeJS.Signals): void {

@@ -1,39 +1,62 @@
+export interface WalkthroughOptions {
+  /** The operator token, when `npm start` generated it (a token the user set is not shown). */
+  generatedOperatorToken?: string;
+}
+
 /** The curl session `npm start` prints once the app listens. */
-export function walkthrough(baseUrl: string): string {
+export function walkthrough(baseUrl: string, options: WalkthroughOptions = {}): string {
   const json = `-H 'content-type: application/json'`;
-  const id = `node -pe 'JSON.parse(require("fs").readFileSync(0)).id'`;
+  const field = (name: string) => `node -pe 'JSON.parse(require("fs").readFileSync(0)).${name}'`;
+  const token = options.generatedOperatorToken
+    ? `The operator token was generated for this run (set OPERATOR_TOKEN to choose one):
+
+  export OPERATOR_TOKEN=${options.generatedOperatorToken}`
+    : `The operator token is the OPERATOR_TOKEN you set; export it in the shell you try this in.`;
   return `
 Reference app listening on ${baseUrl}
 
+${token}
+
+Operator routes (/outbox/*, the dashboard, /metrics, POST /organizations) take it as a bearer
+token; an organization's routes take that organization's API key. Webhooks may go to local
+addresses in this run only (WEBHOOK_ALLOW_PRIVATE_ADDRESSES=1).
+
 Try it (each action commits its change and its event together; handlers run right after):
 
-  # an organization with its first admin
-  ORG=$(curl -s -X POST ${baseUrl}/organizations ${json} -d '{"name":"Acme","adminEmail":"ada@acme.test"}' | ${id})
+  OP="Authorization: Bearer $OPERATOR_TOKEN"
+
+  # an organization with its first admin; the answer holds its API key, shown only there
+  NEW=$(curl -s -X POST ${baseUrl}/organizations -H "$OP" ${json} -d '{"name":"Acme","adminEmail":"ada@acme.test"}')
+  ORG=$(echo "$NEW" | ${field('id')})
+  KEY="Authorization: Bearer $(echo "$NEW" | ${field('apiKey')})"
 
   # a webhook endpoint for public events (the secret is shown once); to watch the signed POSTs
   # arrive, run a receiver in another terminal first:
   #   node -e "require('http').createServer((q,s)=>{let b='';q.on('data',c=>b+=c).on('end',()=>{console.log(q.headers['webhook-id'],b);s.end()})}).listen(9999)"
-  curl -s -X POST ${baseUrl}/organizations/$ORG/webhooks ${json} -d '{"url":"http://127.0.0.1:9999/hooks","events":["member.invited","invoice.paid"]}'
+  curl -s -X POST ${baseUrl}/organizations/$ORG/webhooks -H "$KEY" ${json} -d '{"url":"http://127.0.0.1:9999/hooks","events":["member.invited","invoice.paid"]}'
 
   # invite a member, issue an invoice and pay it
-  curl -s -X POST ${baseUrl}/organizations/$ORG/members ${json} -d '{"email":"bob@acme.test","role":"member"}'
-  INV=$(curl -s -X POST ${baseUrl}/organizations/$ORG/invoices ${json} -d '{"number":"INV-1","amountCents":12500,"currency":"EUR"}' | ${id})
-  curl -s -X POST ${baseUrl}/organizations/$ORG/invoices/$INV/pay
+  curl -s -X POST ${baseUrl}/organizations/$ORG/members -H "$KEY" ${json} -d '{"email":"bob@acme.test","role":"member"}'
+  INV=$(curl -s -X POST ${baseUrl}/organizations/$ORG/invoices -H "$KEY" ${json} -d '{"number":"INV-1","amountCents":12500,"currency":"EUR"}' | ${field('id')})
+  curl -s -X POST ${baseUrl}/organizations/$ORG/invoices/$INV/pay -H "$KEY"
 
   # a bad payload is refused with a 400 naming the field, and nothing is written
-  curl -s -X POST ${baseUrl}/organizations/$ORG/invoices ${json} -d '{"number":"INV-2","amountCents":-5,"currency":"EUR"}'
+  curl -s -X POST ${baseUrl}/organizations/$ORG/invoices -H "$KEY" ${json} -d '{"number":"INV-2","amountCents":-5,"currency":"EUR"}'
+  # without a key, or with another organization's, nothing is read or written (401, 404)
+  curl -s ${baseUrl}/audit
 
 See the effects:
 
-  curl -s ${baseUrl}/audit                                  # one hash-chained entry per event
-  curl -s ${baseUrl}/audit/verify                           # recomputes the chain
-  curl -s "${baseUrl}/webhooks/deliveries?organizationId=$ORG"  # signed deliveries and their status
+  curl -s ${baseUrl}/audit -H "$KEY"                        # one hash-chained entry per event
+  curl -s ${baseUrl}/audit/verify -H "$OP"                  # recomputes the whole chain
+  curl -s ${baseUrl}/webhooks/deliveries -H "$KEY"          # signed deliveries and their status
   # a dead delivery (the receiver was down through its schedule) is sent again with:
-  #   curl -s -X POST "${baseUrl}/webhooks/deliveries/<id>/replay?organizationId=$ORG"
-  curl -s "${baseUrl}/notifications?organizationId=$ORG"     # in-app notifications
-  curl -s ${baseUrl}/mails                                  # mail sent (SMTP_URL) or recorded
-  curl -s ${baseUrl}/outbox                                 # pending, dead, lag
+  #   curl -s -X POST ${baseUrl}/webhooks/deliveries/<id>/replay -H "$KEY"
+  curl -s ${baseUrl}/notifications -H "$KEY"                # in-app notifications
+  curl -s ${baseUrl}/mails -H "$KEY"                        # mail sent (SMTP_URL) or recorded
+  curl -s ${baseUrl}/outbox -H "$OP"                        # pending, dead, lag
   curl -s ${baseUrl}/health                                 # readiness: database and outbox
+  # the dashboard: open ${baseUrl}/outbox/ui/login and paste the operator token
 
 Stop with Ctrl-C: the outbox finishes its in-flight work within the shutdown grace.
 `;

@@ -1,9 +1,12 @@
-import { Body, Controller, Param, ParseUUIDPipe, Post } from '@nestjs/common';
+import { Body, Controller, Param, ParseUUIDPipe, Post, UseGuards } from '@nestjs/common';
+import { OrganizationKeyGuard } from '../auth/organization-key.guard';
 import { RequestId } from '../common/request-id';
 import { IssueInvoiceDto } from './invoices.dto';
 import { InvoicesService } from './invoices.service';
 
+/** An organization's invoices, with its API key. */
 @Controller('organizations/:organizationId/invoices')
+@UseGuards(OrganizationKeyGuard)
 export class InvoicesController {
   constructor(private readonly invoices: InvoicesService) {}
 

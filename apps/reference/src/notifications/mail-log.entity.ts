@@ -3,6 +3,8 @@ import { Column, CreateDateColumn, Entity, PrimaryColumn } from 'typeorm';
 @Entity({ name: 'mail_log' })
 export class MailLog {
   @PrimaryColumn({ name: 'idempotency_key', type: 'text' }) idempotencyKey!: string;
+  /** The organization the mail was sent for; null for mails logged before it was kept. */
+  @Column({ name: 'organization_id', type: 'uuid', nullable: true }) organizationId!: string | null;
   @Column('text') recipient!: string;
   @Column('text') subject!: string;
   @Column('text') body!: string;

@@ -1,5 +1,7 @@
 /** One mail, addressed to one recipient. */
 export interface MailMessage {
+  /** The organization the mail is sent for: it, and only it, reads the mail in `GET /mails`. */
+  organizationId: string;
   to: string;
   subject: string;
   text: string;

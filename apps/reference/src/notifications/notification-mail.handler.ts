@@ -40,6 +40,7 @@ export class NotificationMail {
       ctx.signal.throwIfAborted();
       try {
         await this.mailer.send({
+          organizationId,
           to,
           subject: title,
           text: `${title}\n\nOrganization: ${organizationId}\nEvent: ${event.type} ${event.id}\n`,

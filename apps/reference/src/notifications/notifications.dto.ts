@@ -1,7 +1,6 @@
 import { IsOptional, IsUUID } from 'class-validator';
 
 export class ListNotificationsQuery {
-  @IsUUID() organizationId!: string;
   /** One member's inbox; absent: every notification of the organization. */
   @IsOptional() @IsUUID() userId?: string;
 }

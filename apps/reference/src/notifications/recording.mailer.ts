@@ -12,11 +12,12 @@ export class RecordingMailer extends MailerPort {
 
   async send(message: MailMessage): Promise<MailSendResult> {
     const rows: unknown[] = await this.dataSource.query(
-      `INSERT INTO mail_log (idempotency_key, recipient, subject, body, transport, sent_at)
-       VALUES ($1, $2, $3, $4, 'recorded', now())
+      `INSERT INTO mail_log
+         (idempotency_key, organization_id, recipient, subject, body, transport, sent_at)
+       VALUES ($1, $5, $2, $3, $4, 'recorded', now())
        ON CONFLICT (idempotency_key) DO NOTHING
        RETURNING idempotency_key`,
-      [message.idempotencyKey, message.to, message.subject, message.text],
+      [message.idempotencyKey, message.to, message.subject, message.text, message.organizationId],
     );
     return rows.length > 0 ? 'sent' : 'duplicate';
   }

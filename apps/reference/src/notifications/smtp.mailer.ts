@@ -55,15 +55,22 @@ export class SmtpMailer extends MailerPort implements OnApplicationShutdown {
 
   async send(message: MailMessage): Promise<MailSendResult> {
     const claimed: unknown[] = await this.dataSource.query(
-      `INSERT INTO mail_log (idempotency_key, recipient, subject, body, transport)
-       VALUES ($1, $2, $3, $4, 'smtp')
+      `INSERT INTO mail_log (idempotency_key, organization_id, recipient, subject, body, transport)
+       VALUES ($1, $6, $2, $3, $4, 'smtp')
        ON CONFLICT (idempotency_key) DO UPDATE
-         SET recipient = EXCLUDED.recipient, subject = EXCLUDED.subject, body = EXCLUDED.body,
+         SET organization_id = EXCLUDED.organization_id, recipient = EXCLUDED.recipient, subject = EXCLUDED.subject, body = EXCLUDED.body,
              transport = EXCLUDED.transport, claimed_at = now()
          WHERE mail_log.sent_at IS NULL
            AND mail_log.claimed_at < now() - make_interval(secs => $5 / 1000.0)
        RETURNING idempotency_key`,
-      [message.idempotencyKey, message.to, message.subject, message.text, CLAIM_WINDOW_MS],
+      [
+        message.idempotencyKey,
+        message.to,
+        message.subject,
+        message.text,
+        CLAIM_WINDOW_MS,
+        message.organizationId,
+      ],
     );
     if (claimed.length === 0) {
       // Either sent already, or another attempt (one whose handler ran out of time, say) is

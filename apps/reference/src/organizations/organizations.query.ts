@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
+import { keyMatches, organizationNamedBy } from './api-keys';
 import type { MemberRole } from './member.entity';
 import { Organization } from './organization.entity';
 
@@ -24,6 +25,16 @@ export class OrganizationsQuery {
     manager: EntityManager = this.dataSource.manager,
   ): Promise<boolean> {
     return manager.existsBy(Organization, { id: organizationId });
+  }
+
+  /** The organization whose API key `key` is, or undefined for any other string. */
+  async organizationOfKey(key: string): Promise<string | undefined> {
+    const id = organizationNamedBy(key);
+    const rows: Array<{ api_key_hash: Buffer | null }> = id
+      ? await this.dataSource.query(`SELECT api_key_hash FROM organization WHERE id = $1`, [id])
+      : [];
+    // Compared even when nothing was found, so an unknown organization answers no faster.
+    return keyMatches(key, rows[0]?.api_key_hash) ? id : undefined;
   }
 
   /**

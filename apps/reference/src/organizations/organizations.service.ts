@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { DataSource, type EntityManager } from 'typeorm';
 import { conflictOnUniqueViolation } from '../common/unique-violation';
 import { DomainEvents } from '../events/domain-events';
+import { generateApiKey, hashApiKey } from './api-keys';
 import { Member } from './member.entity';
 import { Organization } from './organization.entity';
 import type { CreateOrganizationDto, InviteMemberDto } from './organizations.dto';
@@ -15,9 +16,16 @@ export class OrganizationsService {
     private readonly events: DomainEvents,
   ) {}
 
+  /** Creates the organization and its admin; the answer holds its API key, shown only there. */
   create(dto: CreateOrganizationDto, requestId: string) {
     return this.dataSource.transaction(async (manager) => {
-      const organization = await manager.save(Organization, { id: randomUUID(), name: dto.name });
+      const id = randomUUID();
+      const apiKey = generateApiKey(id);
+      const organization = await manager.save(Organization, {
+        id,
+        name: dto.name,
+        apiKeyHash: hashApiKey(apiKey),
+      });
       const admin = await manager.save(Member, {
         id: randomUUID(),
         organizationId: organization.id,
@@ -32,8 +40,19 @@ export class OrganizationsService {
         requestId,
         payload: { organizationId: organization.id, name: organization.name },
       });
-      return { id: organization.id, name: organization.name, adminId: admin.id, eventId };
+      return { id: organization.id, name: organization.name, adminId: admin.id, eventId, apiKey };
     });
+  }
+
+  /** A new API key for the organization; the one it had stops working at once. */
+  async issueApiKey(organizationId: string): Promise<{ id: string; apiKey: string }> {
+    const apiKey = generateApiKey(organizationId);
+    const result = await this.dataSource
+      .getRepository(Organization)
+      .update({ id: organizationId }, { apiKeyHash: hashApiKey(apiKey) });
+    if (!result.affected)
+      throw new NotFoundException(`organization ${organizationId} does not exist`);
+    return { id: organizationId, apiKey };
   }
 
   invite(organizationId: string, dto: InviteMemberDto, requestId: string) {

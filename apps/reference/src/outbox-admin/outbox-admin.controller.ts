@@ -10,6 +10,7 @@ import {
   Post,
   Query,
   ServiceUnavailableException,
+  UseGuards,
 } from '@nestjs/common';
 import {
   InvalidOutboxAdminQueryError,
@@ -17,6 +18,7 @@ import {
   OutboxHealthIndicator,
   OutboxStoreError,
 } from '@app/outbox';
+import { OperatorGuard } from '../auth/operator.guard';
 import { DeadLettersQuery } from './dead-letters.query';
 import { DiscardBody, ReplayBody } from './dead-letter-change.body';
 
@@ -25,9 +27,10 @@ import { DiscardBody, ReplayBody } from './dead-letter-change.body';
  * figures are the health indicator's (what `GET /health` reports under `outbox`): counts read
  * from indexes and capped at `countLimit` (a count equal to it means "at least"), so the page
  * costs the same at any backlog. `OutboxAdmin.status()` has exact counts by type, at the price
- * of reading every undelivered event: the dashboard's figures.
+ * of reading every undelivered event: the dashboard's figures. Operators only.
  */
 @Controller('outbox')
+@UseGuards(OperatorGuard)
 export class OutboxAdminController {
   constructor(
     private readonly health: OutboxHealthIndicator,

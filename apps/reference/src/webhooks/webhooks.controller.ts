@@ -8,16 +8,20 @@ import {
   Patch,
   Post,
   Query,
+  UseGuards,
 } from '@nestjs/common';
+import { CurrentOrganization } from '../auth/current-organization';
+import { OrganizationKeyGuard } from '../auth/organization-key.guard';
 import {
   CreateWebhookEndpointDto,
-  DeliveryOfOrganizationQuery,
   ListDeliveriesQuery,
   UpdateWebhookEndpointDto,
 } from './webhooks.dto';
 import { WebhooksService } from './webhooks.service';
 
+/** An organization's webhook endpoints and deliveries, with its API key. */
 @Controller()
+@UseGuards(OrganizationKeyGuard)
 export class WebhooksController {
   constructor(private readonly webhooks: WebhooksService) {}
 
@@ -42,17 +46,17 @@ export class WebhooksController {
 
   /** The organization's deliveries, newest first, with their state; no bodies, no secrets. */
   @Get('webhooks/deliveries')
-  deliveries(@Query() query: ListDeliveriesQuery) {
-    return this.webhooks.listDeliveries(query.organizationId, query.limit);
+  deliveries(@CurrentOrganization() organizationId: string, @Query() query: ListDeliveriesQuery) {
+    return this.webhooks.listDeliveries(organizationId, query.limit);
   }
 
-  /** Sends a dead delivery once more, now. */
+  /** Sends a dead delivery of the organization once more, now. */
   @Post('webhooks/deliveries/:deliveryId/replay')
   @HttpCode(202)
   replay(
+    @CurrentOrganization() organizationId: string,
     @Param('deliveryId', ParseUUIDPipe) deliveryId: string,
-    @Query() query: DeliveryOfOrganizationQuery,
   ) {
-    return this.webhooks.replay(query.organizationId, deliveryId);
+    return this.webhooks.replay(organizationId, deliveryId);
   }
 }

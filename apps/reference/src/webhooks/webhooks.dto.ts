@@ -8,7 +8,6 @@ import {
   IsInt,
   IsOptional,
   IsUrl,
-  IsUUID,
   Max,
   MaxLength,
   Min,
@@ -41,10 +40,6 @@ export class UpdateWebhookEndpointDto {
   @IsBoolean() enabled!: boolean;
 }
 
-export class DeliveryOfOrganizationQuery {
-  @IsUUID() organizationId!: string;
-}
-
-export class ListDeliveriesQuery extends DeliveryOfOrganizationQuery {
+export class ListDeliveriesQuery {
   @IsOptional() @Type(() => Number) @IsInt() @Min(1) @Max(500) limit?: number;
 }
