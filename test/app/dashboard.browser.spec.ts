@@ -115,7 +115,11 @@ beforeAll(async () => {
   db = await createTestDatabase();
   receiver = await WebhookReceiver.start();
   // The real dispatcher: two retries 50 ms apart, then the webhook is dead.
-  app = await createReferenceApp(db.url, { WEBHOOK_RETRY_SCHEDULE_MS: '50,50' });
+  app = await createReferenceApp(db.url, {
+    WEBHOOK_RETRY_SCHEDULE_MS: '50,50',
+    // The receiver listens on 127.0.0.1.
+    WEBHOOK_ALLOW_PRIVATE_ADDRESSES: '1',
+  });
   await app.listen(0, '127.0.0.1');
   const { port } = app.getHttpServer().address() as AddressInfo;
   base = `http://127.0.0.1:${port}`;
@@ -227,7 +231,10 @@ it('lines every number up with its header: webhooks waiting for a retry read as 
   // The reference app again, now resting ten minutes after a failed try: a webhook whose first
   // try failed stays retrying while the page is read.
   await app.close();
-  app = await createReferenceApp(db.url, { WEBHOOK_RETRY_SCHEDULE_MS: '600000' });
+  app = await createReferenceApp(db.url, {
+    WEBHOOK_RETRY_SCHEDULE_MS: '600000',
+    WEBHOOK_ALLOW_PRIVATE_ADDRESSES: '1',
+  });
   await app.listen(0, '127.0.0.1');
   base = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
 

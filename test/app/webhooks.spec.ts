@@ -31,6 +31,8 @@ beforeAll(async () => {
   db = await createTestDatabase();
   receiver = await WebhookReceiver.start();
   app = await createReferenceApp(db.url, {
+    // The receiver listens on 127.0.0.1.
+    WEBHOOK_ALLOW_PRIVATE_ADDRESSES: '1',
     WEBHOOK_RETRY_SCHEDULE_MS: SCHEDULE,
     WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
   });

@@ -7,7 +7,10 @@ import {
   WEBHOOK_SENDER,
   type WebhookDeliveryPayload,
 } from './webhook-delivery';
+import { InternalDestinationError } from './destination-address';
+import { WebhookDestinations } from './webhook-destinations';
 import { WebhookEndpoints } from './webhook-endpoints';
+import { postWebhook, type WebhookAnswer } from './webhook-post';
 
 export const WEBHOOK_SENDER_OPTIONS = Symbol('WEBHOOK_SENDER_OPTIONS');
 
@@ -15,9 +18,6 @@ export interface WebhookSenderOptions {
   /** Budget of one POST, response body included; the handler's own budget adds a second. */
   timeoutMs: number;
 }
-
-/** How much of a failing response's body is kept in the error. */
-const ERROR_BODY_CHARS = 300;
 
 /** One try of a delivery failed; the message (scrubbed) becomes the event's `last_error`. */
 export class WebhookAttemptError extends Error {
@@ -38,6 +38,8 @@ export class WebhookAttemptError extends Error {
  * `handlers['webhook-sender']` of the outbox options, set from `WEBHOOK_RETRY_SCHEDULE_MS`,
  * replaces it) until the delivery is dead; a dead delivery can be replayed through the API.
  * A disabled endpoint is a failed try too, so re-enabling it within the schedule resumes it.
+ * The POST goes to a public address only (WebhookDestinations checks the address it dials),
+ * and of a failing answer the tenant sees the status and at most 300 bytes of the body.
  *
  * Delivery is at least once: a crash between a 2xx and the settle sends it again after the
  * lease, with the same `webhook-id`, which receivers use to drop duplicates.
@@ -46,6 +48,7 @@ export class WebhookAttemptError extends Error {
 export class WebhookSender {
   constructor(
     private readonly endpoints: WebhookEndpoints,
+    private readonly destinations: WebhookDestinations,
     @Inject(WEBHOOK_SENDER_OPTIONS) private readonly options: WebhookSenderOptions,
   ) {}
 
@@ -79,10 +82,13 @@ export class WebhookSender {
       throw new WebhookAttemptError(`cannot sign: ${scrubError(err)}`, null);
     }
     const timeout = AbortSignal.timeout(this.options.timeoutMs);
-    let response: Response;
+    let answer: WebhookAnswer;
     try {
-      response = await fetch(url, {
-        method: 'POST',
+      const target = new URL(url);
+      // An address in the URL is dialled without a lookup: it is checked here instead.
+      this.destinations.checkLiteral(target.hostname);
+      answer = await postWebhook({
+        url: target,
         headers: {
           'content-type': 'application/json',
           'webhook-id': webhookId,
@@ -90,30 +96,27 @@ export class WebhookSender {
           'webhook-signature': signature,
         },
         body: payload,
-        // A redirect is an answer of the endpoint, not permission to POST elsewhere.
-        redirect: 'manual',
         signal: AbortSignal.any([timeout, budget]),
+        lookup: this.destinations.lookup,
       });
     } catch (err) {
-      throw new WebhookAttemptError(describeFetchError(err, timeout, this.options.timeoutMs), null);
+      throw new WebhookAttemptError(describeError(err, timeout, this.options.timeoutMs), null);
     }
-    if (response.status >= 200 && response.status < 300) {
-      await response.body?.cancel().catch(() => undefined);
-      return;
-    }
-    const text = await response.text().catch(() => '');
-    const excerpt = text.trim().slice(0, ERROR_BODY_CHARS);
+    if (answer.status >= 200 && answer.status < 300) return;
+    const excerpt = answer.excerpt.trim();
+    // scrubError escapes control characters and redacts credentials in what the endpoint said.
     throw new WebhookAttemptError(
-      scrubError(`HTTP ${response.status}${excerpt ? `: ${excerpt}` : ''}`),
-      response.status,
+      scrubError(`HTTP ${answer.status}${excerpt ? `: ${excerpt}` : ''}`),
+      answer.status,
     );
   }
 }
 
-/** `fetch failed` says little; its cause (ECONNREFUSED, a TLS error) says what happened. */
-function describeFetchError(err: unknown, timeout: AbortSignal, timeoutMs: number): string {
+/** What went wrong, in one scrubbed line: the timeout, a refused address, or the network error. */
+function describeError(err: unknown, timeout: AbortSignal, timeoutMs: number): string {
   if (timeout.aborted) return `TimeoutError: no complete response within ${timeoutMs} ms`;
-  const cause = (err as { cause?: unknown } | null)?.cause;
-  const text = cause ? `${scrubError(err)} (${scrubError(cause)})` : scrubError(err);
-  return scrubError(text);
+  if (err instanceof InternalDestinationError) {
+    return `refused: ${err.message}, and WEBHOOK_ALLOW_PRIVATE_ADDRESSES is off`;
+  }
+  return scrubError(err);
 }

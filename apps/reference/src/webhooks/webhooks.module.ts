@@ -3,6 +3,7 @@ import { ConfigService } from '@nestjs/config';
 import type { AppConfig } from '../config/app.config';
 import { OrganizationsModule } from '../organizations/organizations.module';
 import { WebhookDeliveriesQuery } from './webhook-deliveries.query';
+import { WebhookDestinations } from './webhook-destinations';
 import { WebhookEndpoints } from './webhook-endpoints';
 import { WebhookFanout } from './webhook-fanout';
 import { WEBHOOK_SENDER_OPTIONS, WebhookSender, type WebhookSenderOptions } from './webhook-sender';
@@ -24,6 +25,15 @@ import { WebhooksService } from './webhooks.service';
     WebhookDeliveriesQuery,
     WebhookFanout,
     WebhookSender,
+    {
+      provide: WebhookDestinations,
+      inject: [ConfigService],
+      useFactory: (config: ConfigService<AppConfig, true>) =>
+        new WebhookDestinations({
+          allowPrivateAddresses:
+            config.get('WEBHOOK_ALLOW_PRIVATE_ADDRESSES', { infer: true }) === '1',
+        }),
+    },
     {
       provide: WEBHOOK_SENDER_OPTIONS,
       inject: [ConfigService],
