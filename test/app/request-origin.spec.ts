@@ -1,7 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import type { Client } from 'pg';
 import request from 'supertest';
-import { createReferenceApp } from '../support/reference-app';
+import { createReferenceApp, OPERATOR, OPERATOR_TOKEN } from '../support/reference-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 /**
@@ -112,5 +112,59 @@ describe('hosts', () => {
     } finally {
       await other.close();
     }
+  });
+});
+
+describe('the dashboard', () => {
+  const HOST = 'localhost:3000';
+  const confirm = (origin: string | undefined, host = HOST) => {
+    const req = http()
+      .post('/outbox/ui/confirm')
+      .set(OPERATOR)
+      .set('host', host)
+      .type('form')
+      .send('action=replay&type=organization.created');
+    return origin === undefined ? req : req.set('origin', origin);
+  };
+
+  it('refuses every page without the operator token or a session', async () => {
+    const res = await http().get('/outbox/ui').expect(401);
+    expect(res.text).toContain('/outbox/ui/login');
+    await http().get('/outbox/ui').set('cookie', 'outbox_session=1.forged').expect(401);
+    await http().get('/outbox/ui').set(OPERATOR).expect(200);
+  });
+
+  it('takes a form only from a page of its own, on an allowed host', async () => {
+    await confirm(`http://${HOST}`).expect(200);
+    for (const origin of ['http://evil.example', 'http://127.0.0.1:3000', 'null', undefined]) {
+      const res = await confirm(origin);
+      expect({ origin, status: res.status }).toEqual({ origin, status: 403 });
+    }
+  });
+
+  it('signs in from its own page only, to an HttpOnly, SameSite=Strict session', async () => {
+    const signIn = (origin: string, token: string) =>
+      http()
+        .post('/outbox/ui/login')
+        .set('host', HOST)
+        .set('origin', origin)
+        .type('form')
+        .send(`token=${encodeURIComponent(token)}`);
+    const forged = await signIn('http://evil.example', OPERATOR_TOKEN).expect(403);
+    expect(forged.headers['set-cookie']).toBeUndefined();
+    const wrong = await signIn(`http://${HOST}`, 'not-the-token').expect(401);
+    expect(wrong.headers['set-cookie']).toBeUndefined();
+
+    const ok = await signIn(`http://${HOST}`, OPERATOR_TOKEN).expect(303);
+    expect(ok.headers.location).toBe('/outbox/ui');
+    const [cookie] = ok.headers['set-cookie'] as unknown as string[];
+    expect(cookie).toMatch(/^outbox_session=\d{13}\.[\w-]{43}; Max-Age=43200; Path=\/outbox\/ui; /);
+    expect(cookie).toContain('HttpOnly');
+    expect(cookie).toContain('SameSite=Strict');
+    expect(cookie).not.toContain(OPERATOR_TOKEN);
+    const session = cookie.split(';')[0];
+    await http().get('/outbox/ui').set('cookie', session).expect(200);
+    // The session is the dashboard's: the operator API still wants the token.
+    await http().get('/outbox').set('cookie', session).expect(401);
   });
 });
