@@ -42,20 +42,21 @@ Try it (each action commits its change and its event together; handlers run righ
 
   # a bad payload is refused with a 400 naming the field, and nothing is written
   curl -s -X POST ${baseUrl}/organizations/$ORG/invoices -H "$KEY" ${json} -d '{"number":"INV-2","amountCents":-5,"currency":"EUR"}'
-  # without a key, or with another organization's, nothing is read or written (401, 404)
+  # without the organization's key nothing is read or written: a 401 (another organization's
+  # resources are 404s to it)
   curl -s ${baseUrl}/audit
 
 See the effects:
 
-  curl -s ${baseUrl}/audit -H "$KEY"                        # one hash-chained entry per event
-  curl -s ${baseUrl}/audit/verify -H "$OP"                  # recomputes the whole chain
-  curl -s ${baseUrl}/webhooks/deliveries -H "$KEY"          # signed deliveries and their status
+  curl -s ${baseUrl}/audit -H "$KEY"                # one hash-chained entry per event
+  curl -s ${baseUrl}/audit/verify -H "$OP"          # recomputes the whole chain
+  curl -s ${baseUrl}/webhooks/deliveries -H "$KEY"  # signed deliveries and their status
   # a dead delivery (the receiver was down through its schedule) is sent again with:
   #   curl -s -X POST ${baseUrl}/webhooks/deliveries/<id>/replay -H "$KEY"
-  curl -s ${baseUrl}/notifications -H "$KEY"                # in-app notifications
-  curl -s ${baseUrl}/mails -H "$KEY"                        # mail sent (SMTP_URL) or recorded
-  curl -s ${baseUrl}/outbox -H "$OP"                        # pending, dead, lag
-  curl -s ${baseUrl}/health                                 # readiness: database and outbox
+  curl -s ${baseUrl}/notifications -H "$KEY"        # in-app notifications
+  curl -s ${baseUrl}/mails -H "$KEY"                # mail sent (SMTP_URL) or recorded
+  curl -s ${baseUrl}/outbox -H "$OP"                # pending, dead, lag
+  curl -s ${baseUrl}/health                         # readiness: database and outbox
   # the dashboard: open ${baseUrl}/outbox/ui/login and paste the operator token
 
 Stop with Ctrl-C: the outbox finishes its in-flight work within the shutdown grace.
