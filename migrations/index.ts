@@ -29,4 +29,5 @@ export {
   OutboxDiscard1768000000000,
   OutboxDispatcherReports1769000000000,
   OutboxOrganizationTypeIndex1770000000000,
+  OutboxAdminChange1771000000000,
 } from '@app/outbox';

@@ -123,6 +123,7 @@ describe('migrate', () => {
           'OutboxDiscard1768000000000',
           'OutboxDispatcherReports1769000000000',
           'OutboxOrganizationTypeIndex1770000000000',
+          'OutboxAdminChange1771000000000',
         ],
       });
       expect(await cli(['migrate', '--url', url])).toEqual({

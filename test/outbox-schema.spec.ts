@@ -98,6 +98,28 @@ describe('outbox schema', () => {
     });
   });
 
+  it('creates outbox_admin_change, one claim per scope, for the one change by filter that runs', async () => {
+    const columns = await db.dataSource.query<{ column_name: string }[]>(
+      `SELECT column_name FROM information_schema.columns
+        WHERE table_schema = current_schema() AND table_name = 'outbox_admin_change'
+        ORDER BY ordinal_position`,
+    );
+    expect(columns.map((column) => column.column_name)).toEqual([
+      'scope',
+      'change_id',
+      'kind',
+      'actor',
+      'selection',
+      'started_at',
+      'expires_at',
+    ]);
+    const [primaryKey] = await db.dataSource.query<{ definition: string }[]>(
+      `SELECT pg_get_constraintdef(oid) AS definition FROM pg_constraint
+        WHERE conrelid = 'outbox_admin_change'::regclass AND contype = 'p'`,
+    );
+    expect(primaryKey).toEqual({ definition: 'PRIMARY KEY (scope)' });
+  });
+
   it('creates the CHECK that keeps deliveries a JSON object, and it rejects an array', async () => {
     expect(await migratedChecks(db.dataSource, OUTBOX_TABLE)).toEqual({
       outbox_event_deliveries_is_object: "CHECK ((jsonb_typeof(deliveries) = 'object'::text))",

@@ -108,10 +108,13 @@ it('replays and discards over HTTP: a dry run first, then the change, each answe
     .set(OPERATOR)
     .send({ filter: { types: ['organization.created'] }, dryRun: true })
     .expect(200);
-  expect({ ...dry.body, ids: [...dry.body.ids].sort() }).toEqual({
+  expect({ ...dry.body, ids: [...dry.body.ids].sort() }).toMatchObject({
     dryRun: true,
+    count: 2,
+    countsByType: { 'organization.created': 2 },
     ids: [...ids].sort(),
     unchanged: [],
+    cursor: null,
   });
 
   const discarded = await http
@@ -119,7 +122,7 @@ it('replays and discards over HTTP: a dry run first, then the change, each answe
     .set(OPERATOR)
     .send({ ids: [beta], reason: 'test organization' })
     .expect(200);
-  expect(discarded.body).toEqual({ dryRun: false, ids: [beta], unchanged: [] });
+  expect(discarded.body).toMatchObject({ dryRun: false, count: 1, ids: [beta], unchanged: [] });
   const listed = await http.get('/outbox/dead-letters').set(OPERATOR).expect(200);
   expect(listed.body.items.map((i: { id: string }) => i.id)).toEqual([acme]);
   const withDiscarded = await http
@@ -138,7 +141,7 @@ it('replays and discards over HTTP: a dry run first, then the change, each answe
     .set(OPERATOR)
     .send({ ids: [acme], handlers: ['notification-mail'] })
     .expect(200);
-  expect(replayed.body).toEqual({ dryRun: false, ids: [acme], unchanged: [] });
+  expect(replayed.body).toMatchObject({ dryRun: false, count: 1, ids: [acme], unchanged: [] });
   const [row] = await app
     .get(DataSource)
     .query<{ due: boolean }[]>(
@@ -240,6 +243,11 @@ it('answers a bad replay or discard with a 400 naming the field, and changes not
       '/outbox/dead-letters/replay',
       { filter: { color: 'red' } },
       'filter.property color should not exist',
+    ],
+    [
+      '/outbox/dead-letters/replay',
+      { filter: { types: ['organization.created'] }, after: 'not-a-cursor' },
+      'options.after must be the `cursor` of a previous replay or discard by filter',
     ],
     ['/outbox/dead-letters/discard', { ids: [ids[0]] }, 'reason must be a string'],
     [

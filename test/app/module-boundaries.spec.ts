@@ -255,7 +255,7 @@ function namespaceReads(file: AppFile, specifier: string): string[] {
 }
 
 /** The outbox's own tables, and the library names that stand for them. */
-const OUTBOX_TABLES = /\boutbox_(?:event|dispatcher)\b/i;
+const OUTBOX_TABLES = /\boutbox_(?:event|dispatcher|admin_change)\b/i;
 const OUTBOX_TABLE_NAMES = new Set(['OUTBOX_TABLE', 'OutboxEventEntity']);
 
 /**

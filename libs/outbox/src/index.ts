@@ -28,6 +28,7 @@ export type {
   DeadLetterPage,
   DeadLetterSelector,
   DeadLetterChange,
+  ChangeBounds,
   ReplayOptions,
   DiscardOptions,
   FailedHandler,
@@ -80,6 +81,7 @@ export {
   OutboxDiscard1768000000000,
   OutboxDispatcherReports1769000000000,
   OutboxOrganizationTypeIndex1770000000000,
+  OutboxAdminChange1771000000000,
 } from './migrations';
 export { OutboxRepository, type OutboxRepositoryOptions } from './store/lease/outbox.repository';
 export type {
@@ -103,6 +105,7 @@ export {
   DuplicateOutboxHandlerError,
   EmptyOutboxHandlerEventsError,
   InvalidOutboxAdminQueryError,
+  OutboxAdminChangeInProgressError,
   InvalidOutboxDashboardOptionsError,
   InvalidOutboxEventError,
   InvalidOutboxHandlerNameError,

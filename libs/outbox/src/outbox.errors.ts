@@ -223,6 +223,26 @@ export class InvalidOutboxAdminQueryError extends OutboxError {
   }
 }
 
+/**
+ * A replay or discard by filter was refused because another change by filter is running, in
+ * this process or another (any two filters may overlap, so one runs at a time); nothing was
+ * changed. `running` is that change, null when it was starting and not seen yet.
+ */
+export class OutboxAdminChangeInProgressError extends OutboxError {
+  constructor(
+    readonly kind: 'replay' | 'discard',
+    readonly running: {
+      changeId: string;
+      kind: string;
+      actor: string | null;
+      startedAt: Date;
+      expiresAt: Date;
+    } | null,
+  ) {
+    super(OutboxMessages.adminChangeInProgress(kind, running));
+  }
+}
+
 /** `OutboxDashboardModule.forRoot` was given an option it cannot use; fails the boot. */
 export class InvalidOutboxDashboardOptionsError extends OutboxError {
   constructor(

@@ -74,6 +74,17 @@ export const OutboxMessages = {
     `"${storedType}"); emitting it again must repeat the same content, or use a new id`,
   invalidAdminQuery: (field: string, value: unknown, expected: string) =>
     `OutboxAdmin: ${field} must be ${expected}, got ${briefValue(value)}`,
+  adminChangeInProgress: (
+    kind: string,
+    running: { kind: string; actor: string | null; startedAt: Date; expiresAt: Date } | null,
+  ) =>
+    `OutboxAdmin: cannot ${kind} by filter now: ` +
+    (running
+      ? `a ${running.kind} by filter by ${running.actor ?? 'an unnamed actor'}, started at ` +
+        `${running.startedAt.toISOString()}, is running (its claim ends by ` +
+        `${running.expiresAt.toISOString()} at the latest)`
+      : 'another change by filter is starting') +
+    `. One change by filter runs at a time; try again once it has ended`,
   invalidDashboardOption: (field: string, value: unknown, expected: string) =>
     `OutboxDashboardModule: ${field} must be ${expected}, got ${briefValue(value)}`,
   invalidTestingOption: (helper: string, field: string, value: unknown, expected: string) =>

@@ -45,6 +45,8 @@ class DeadLetterChangeBody {
   filter?: DeadLetterFilterBody;
   @IsOptional() @IsBoolean() all?: boolean;
   @IsOptional() @IsBoolean() dryRun?: boolean;
+  /** The `cursor` of the previous answer with the same filter: goes on after it. */
+  @IsOptional() @IsString() @MaxLength(200) after?: string;
 
   toSelector(): DeadLetterSelector {
     // One of the two: OutboxAdmin names the field when neither is given.

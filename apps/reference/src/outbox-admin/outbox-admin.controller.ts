@@ -1,6 +1,7 @@
 import {
   BadRequestException,
   Body,
+  ConflictException,
   Controller,
   Get,
   HttpCode,
@@ -15,6 +16,7 @@ import {
 import {
   InvalidOutboxAdminQueryError,
   OutboxAdmin,
+  OutboxAdminChangeInProgressError,
   OutboxHealthIndicator,
   OutboxStoreError,
 } from '@app/outbox';
@@ -72,7 +74,8 @@ export class OutboxAdminController {
 
   /**
    * Replays the selected dead events now (only `handlers` when given); `dryRun` reports what
-   * would change. Answers `{ dryRun, ids, unchanged }`.
+   * would change. Answers `{ dryRun, count, countsByType, sampleIds, ids, unchanged, cursor,
+   * stoppedBy }`; a filter stops at 10,000 events, and `after: cursor` goes on.
    */
   @Post('dead-letters/replay')
   @HttpCode(200)
@@ -81,6 +84,7 @@ export class OutboxAdminController {
       this.admin.replay(body.toSelector(), {
         handlers: body.handlers,
         dryRun: body.dryRun,
+        after: body.after,
         actor: 'reference-app:http',
       }),
     );
@@ -94,6 +98,7 @@ export class OutboxAdminController {
       this.admin.discard(body.toSelector(), {
         reason: body.reason,
         dryRun: body.dryRun,
+        after: body.after,
         actor: 'reference-app:http',
       }),
     );
@@ -108,12 +113,18 @@ export class OutboxAdminController {
   }
 }
 
-/** Bad input is the caller's (400); a store failure is the database's (503, scrubbed). */
+/**
+ * Bad input is the caller's (400); a change by filter while another runs conflicts (409); a
+ * store failure is the database's (503, scrubbed).
+ */
 async function answer<T>(query: () => Promise<T>): Promise<T> {
   try {
     return await query();
   } catch (error) {
     if (error instanceof InvalidOutboxAdminQueryError) throw new BadRequestException(error.message);
+    if (error instanceof OutboxAdminChangeInProgressError) {
+      throw new ConflictException(error.message);
+    }
     if (error instanceof OutboxStoreError) throw new ServiceUnavailableException(error.message);
     throw error;
   }

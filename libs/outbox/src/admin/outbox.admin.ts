@@ -1,6 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { Injectable, Logger, Optional } from '@nestjs/common';
 import { DEAD_LETTERS_CURSOR } from '../store/admin/dead-letters.sql';
 import {
+  type ChangeBounds,
   type DeadLetterChange,
   type DeadLetterSelector,
   type DiscardOptions,
@@ -19,19 +21,17 @@ import {
 } from '../store/admin/dead-letter.types';
 import { type DeadLetterChangeBatch } from '../store/admin/dead-letter-changes.sql';
 import { EVENTS_CURSOR } from '../store/admin/events.sql';
-import { InvalidOutboxAdminQueryError } from '../outbox.errors';
+import { InvalidOutboxAdminQueryError, OutboxAdminChangeInProgressError } from '../outbox.errors';
 import { isUuid } from '../common/uuid.util';
 import { AdminStore } from '../store/admin/admin.store';
 import { OutboxTelemetry } from '../telemetry/outbox.telemetry';
 import { DISPATCHER_REPORT_MS } from '../engine/outbox.heartbeat';
 import { checkEventsFilter, checkFilter, checkPage, checkSelector } from './admin-query.util';
+import { checkChangeBounds } from './change-bounds.util';
+import { changeInBatches } from './change-batches';
 
 const MAX_GROUPS = 100;
-/** Rows per replay or discard statement: each batch is one short transaction. */
-const CHANGE_BATCH = 500;
 const MAX_TEXT = 500;
-/** Sorts before every UUID: where a keyset walk by id starts. */
-const FIRST_ID = '00000000-0000-0000-0000-000000000000';
 
 /**
  * What an operator needs to see of events that failed, without SQL: dead letters page by page,
@@ -42,8 +42,11 @@ const FIRST_ID = '00000000-0000-0000-0000-000000000000';
  *
  * `replay` and `discard` change events in batches of 500 rows, each one statement that also
  * records every change as an event (`outbox.event.replayed`, `outbox.event.discarded`) for audit
- * handlers. A failure part way leaves the batches before it done; running the same call again
- * finishes the work (a discard skips what it already discarded).
+ * handlers. By filter, one call stops at `maxRows` events (10,000) or its time budget (10 s),
+ * answers how many of each type it changed, a sample of ids and a `cursor` to go on with, and
+ * only one such change runs at a time across every process (`OutboxAdminChangeInProgressError`
+ * for a second). A failure part way leaves the batches before it done; running the same call
+ * again finishes the work (a discard skips what it already discarded).
  */
 @Injectable()
 export class OutboxAdmin {
@@ -178,7 +181,7 @@ export class OutboxAdmin {
 
   private async change(
     selector: DeadLetterSelector,
-    options: { dryRun?: boolean; actor?: string },
+    options: ChangeBounds & { dryRun?: boolean; actor?: string },
     change: DeadLetterChangeBatch['change'],
   ): Promise<DeadLetterChange> {
     const { dryRun = false, actor } = options;
@@ -196,48 +199,66 @@ export class OutboxAdmin {
       );
     }
     const { filter, ids } = checkSelector(selector);
-    const changed: string[] = [];
-    const changedTypes: string[] = [];
-    let afterId = FIRST_ID;
-    for (;;) {
-      const rows = unwrap(
-        await this.store.changeDeadLetters({
-          change,
-          filter,
-          ids,
-          afterId,
-          limit: CHANGE_BATCH,
-          dryRun,
-          actor,
-        }),
-      );
-      const batchTypes: string[] = [];
-      for (const row of rows) {
-        if (row.changed || dryRun) changed.push(row.id);
-        if (row.changed) batchTypes.push(row.type);
+    const bounds = checkChangeBounds(options, ids === null);
+    const run = () =>
+      changeInBatches(this.store, this.telemetry, { change, filter, ids, bounds, dryRun, actor });
+    // A dry run changes nothing, and ids bound their change: neither claims.
+    const result =
+      bounds && !dryRun
+        ? await this.claimed(change, filter, actor, bounds.timeBudgetMs, run)
+        : await run();
+    if (!dryRun && result.count > 0) this.logChange(change.kind, result, actor);
+    return result;
+  }
+
+  /**
+   * Runs `work`, a change by filter, while it holds the one claim of `outbox_admin_change`;
+   * refused with an `OutboxAdminChangeInProgressError` while another holds it. A row, not an
+   * advisory lock: a session lock would need one connection held for the whole change, which a
+   * pooler in transaction mode (PgBouncer) does not give, and a transaction lock covers a single
+   * batch. Any two filters may select the same events, so any two changes by filter are taken to
+   * overlap. The claim lasts as long as the change can (see `AdminStore.claimChange`), so that of
+   * a process that died frees itself; a change that ends releases it at once.
+   */
+  private async claimed(
+    change: DeadLetterChangeBatch['change'],
+    filter: DeadLetterFilter,
+    actor: string | undefined,
+    timeBudgetMs: number,
+    work: () => Promise<DeadLetterChange>,
+  ): Promise<DeadLetterChange> {
+    const changeId = randomUUID();
+    const claim = unwrap(
+      await this.store.claimChange(
+        { changeId, kind: change.kind, actor: actor ?? null, selection: { filter, ...change } },
+        timeBudgetMs,
+      ),
+    );
+    if (!claim.claimed) throw new OutboxAdminChangeInProgressError(change.kind, claim.holder);
+    try {
+      return await work();
+    } finally {
+      const released = await this.store.releaseChange(changeId);
+      if (!released.ok) {
+        this.logger.warn(
+          `Outbox could not end the claim of its ${change.kind} by filter; it ends by itself ` +
+            `when it expires: ${released.error.message}`,
+        );
       }
-      // Each batch committed on its own: counted as it lands, so a failure later leaves no
-      // committed change unreported.
-      if (batchTypes.length > 0) this.telemetry.changed(change.kind, batchTypes);
-      changedTypes.push(...batchTypes);
-      const last = rows[rows.length - 1];
-      if (!last || rows.length < CHANGE_BATCH) break;
-      afterId = last.id;
     }
-    if (changedTypes.length > 0) this.logChange(change.kind, changedTypes, actor);
-    const done = new Set(changed);
-    return {
-      dryRun,
-      ids: changed,
-      unchanged: ids ? [...new Set(ids)].filter((id) => !done.has(id)) : [],
-    };
   }
 
   /** An operator's change, in the logs (the events themselves record each). */
-  private logChange(kind: 'replay' | 'discard', types: string[], actor: string | undefined) {
+  private logChange(
+    kind: 'replay' | 'discard',
+    change: DeadLetterChange,
+    actor: string | undefined,
+  ) {
     const verb = kind === 'replay' ? 'replayed' : 'discarded';
+    const stopped = change.stoppedBy ? `; stopped at ${change.stoppedBy}, more may remain` : '';
     this.logger.log(
-      `Outbox ${verb} ${types.length} events by ${actor ?? 'an unnamed actor'}: ${countByType(types)}`,
+      `Outbox ${verb} ${change.count} events by ${actor ?? 'an unnamed actor'}: ` +
+        `${countByType(change.countsByType)}${stopped}`,
     );
   }
 
@@ -251,10 +272,8 @@ export class OutboxAdmin {
 }
 
 /** `a.b (3), c.d (1)`: how many of each type, most first. */
-function countByType(types: readonly string[]): string {
-  const counts = new Map<string, number>();
-  for (const type of types) counts.set(type, (counts.get(type) ?? 0) + 1);
-  return [...counts]
+function countByType(counts: Record<string, number>): string {
+  return Object.entries(counts)
     .sort((a, b) => b[1] - a[1])
     .map(([type, n]) => `${type} (${n})`)
     .join(', ');

@@ -5,6 +5,7 @@ import { OutboxHandlerFailures1767000000000 } from './1767000000000-outbox-handl
 import { OutboxDiscard1768000000000 } from './1768000000000-outbox-discard';
 import { OutboxDispatcherReports1769000000000 } from './1769000000000-outbox-dispatcher';
 import { OutboxOrganizationTypeIndex1770000000000 } from './1770000000000-outbox-organization-type-index';
+import { OutboxAdminChange1771000000000 } from './1771000000000-outbox-admin-change';
 
 /** The outbox's migrations, in order: add them to your DataSource's `migrations`. */
 export const OUTBOX_MIGRATIONS = [
@@ -15,6 +16,7 @@ export const OUTBOX_MIGRATIONS = [
   OutboxDiscard1768000000000,
   OutboxDispatcherReports1769000000000,
   OutboxOrganizationTypeIndex1770000000000,
+  OutboxAdminChange1771000000000,
 ];
 
 export {
@@ -25,4 +27,5 @@ export {
   OutboxDiscard1768000000000,
   OutboxDispatcherReports1769000000000,
   OutboxOrganizationTypeIndex1770000000000,
+  OutboxAdminChange1771000000000,
 };

@@ -2,7 +2,12 @@ import type { DataSource, EntityManager } from 'typeorm';
 import { DEFAULT_OUTBOX_CHANNEL } from '../outbox.constants';
 import { OutboxStoreError } from '../outbox.errors';
 import { scrubError } from '../common/scrub-error.util';
-import { hasPoolDriver, runBounded, type StatementBounds } from './bounded-statement.util';
+import {
+  CLIENT_DEADLINE_MARGIN_MS,
+  hasPoolDriver,
+  runBounded,
+  type StatementBounds,
+} from './bounded-statement.util';
 import { fail, ok, type OutboxResult } from './outbox.result';
 
 /** What every store is built with. */
@@ -38,6 +43,14 @@ export class StoreClient {
       statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
       lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS,
     };
+  }
+
+  /**
+   * The longest one of the store's own statements can take: the wait for a pool connection and
+   * the statement, each bounded by the statement timeout and the client's margin.
+   */
+  get longestStatementMs(): number {
+    return 2 * (this.bounds.statementTimeoutMs + CLIENT_DEADLINE_MARGIN_MS);
   }
 
   /** One of the store's own statements, bounded in time (see `runBounded`). */

@@ -7,6 +7,13 @@ import {
   changeParameters,
   type DeadLetterChangeBatch,
 } from './dead-letter-changes.sql';
+import {
+  CHANGE_SCOPE,
+  CLAIM_CHANGE,
+  RELEASE_CHANGE,
+  toClaim,
+  type ChangeClaim,
+} from './change-claim.sql';
 import type {
   DeadLetterFilter,
   DeadLetterGroup,
@@ -38,6 +45,9 @@ import {
   type ReportedDispatcher,
 } from './status.sql';
 import { HORIZON, toHorizon, type HorizonRow, type OutboxHorizon } from '../horizon.sql';
+
+/** Time a change's claim outlasts the longest the change can run: clocks, a slow release. */
+const CLAIM_MARGIN_MS = 30_000;
 
 /**
  * `OutboxAdmin`'s store: dead letters listed, grouped and changed, events listed by type and
@@ -114,12 +124,42 @@ export class AdminStore {
     );
   }
 
-  /** Undelivered events by type and state (see `BACKLOG_BY_TYPE`); grows with the backlog. */
+  /**
+   * Claims the one change by filter that may run (see `CLAIM_CHANGE`), for as long as a change
+   * of `timeBudgetMs` can run: its budget, the longest its last batch can take once started, and
+   * a margin. A change that ends releases it sooner; one whose process died, at that time.
+   */
+  async claimChange(
+    change: { changeId: string; kind: string; actor: string | null; selection: unknown },
+    timeBudgetMs: number,
+  ): Promise<OutboxResult<ChangeClaim>> {
+    const holdMs = timeBudgetMs + this.client.longestStatementMs + CLAIM_MARGIN_MS;
+    return this.client.run(
+      'claimAdminChange',
+      CLAIM_CHANGE,
+      [
+        CHANGE_SCOPE,
+        change.changeId,
+        change.kind,
+        change.actor,
+        JSON.stringify(change.selection),
+        holdMs,
+      ],
+      toClaim,
+    );
+  }
+
+  /** Ends a change's claim (see `RELEASE_CHANGE`). */
+  async releaseChange(changeId: string): Promise<OutboxResult<void>> {
+    return this.client.run('releaseAdminChange', RELEASE_CHANGE, [changeId], () => undefined);
+  }
+
   /** The xmin horizon on the outbox's database (see `OutboxHorizon`). */
   async horizon(): Promise<OutboxResult<OutboxHorizon>> {
     return this.client.run('horizon', HORIZON, [], ([row]: HorizonRow[]) => toHorizon(row));
   }
 
+  /** Undelivered events by type and state (see `BACKLOG_BY_TYPE`); grows with the backlog. */
   async backlogByType(): Promise<OutboxResult<TypeBacklog[]>> {
     return this.client.run('backlogByType', BACKLOG_BY_TYPE, [], toBacklog);
   }

@@ -216,7 +216,24 @@ export interface OutboxEventList {
 export type DeadLetterSelector =
   { ids: readonly string[] } | { filter: DeadLetterFilter; all?: boolean };
 
-export interface ReplayOptions {
+/**
+ * The bounds of a replay or discard by filter (refused with an ids selector, which is bounded
+ * by its ids): it stops at `maxRows` events or once `timeBudgetMs` has passed, whichever comes
+ * first, and answers a `cursor` to go on from.
+ */
+export interface ChangeBounds {
+  /** The most events one call changes (or, in a dry run, counts): 1 to 100,000. Default 10,000. */
+  maxRows?: number;
+  /**
+   * No batch starts after this many milliseconds (the one running then finishes, within the
+   * statement timeout): 1 to 300,000. Default 10,000. The first batch always runs.
+   */
+  timeBudgetMs?: number;
+  /** The `cursor` of the previous call with the same selector: go on after it. */
+  after?: string;
+}
+
+export interface ReplayOptions extends ChangeBounds {
   /**
    * Only these handlers run again (each that has not delivered the event); every handler not yet
    * delivered when absent.
@@ -228,7 +245,7 @@ export interface ReplayOptions {
   actor?: string;
 }
 
-export interface DiscardOptions {
+export interface DiscardOptions extends ChangeBounds {
   /** Why, kept on the event and in the recorded `outbox.event.discarded` event. */
   reason: string;
   dryRun?: boolean;
@@ -238,11 +255,28 @@ export interface DiscardOptions {
 /** What a replay or discard changed (with `dryRun`: would change). */
 export interface DeadLetterChange {
   dryRun: boolean;
-  /** Events changed, in id order. */
+  /** How many events changed. */
+  count: number;
+  /** How many of each type changed. */
+  countsByType: Record<string, number>;
+  /** The first 100 events changed, in id order. */
+  sampleIds: string[];
+  /**
+   * With an ids selector, every event changed, in id order. With a filter, the same as
+   * `sampleIds` (at most 100): read `count` for how many.
+   */
   ids: string[];
   /**
    * With an ids selector, the ids given that were not changed: unknown, delivered, not dead (for
    * a replay), already discarded (for a discard), or under a lease while a relay runs them.
    */
   unchanged: string[];
+  /**
+   * With a filter that stopped before the end of its selection: pass it as `after` to the same
+   * call to go on with the events after the last it looked at (a stop at `maxRows` may find none
+   * left). Null once the selection is done, and with an ids selector.
+   */
+  cursor: string | null;
+  /** Why a change by filter stopped before the end of its selection; null when it did not. */
+  stoppedBy: 'maxRows' | 'timeBudget' | null;
 }

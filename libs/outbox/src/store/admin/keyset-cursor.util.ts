@@ -38,3 +38,24 @@ export function decodeCursor(kind: string, cursor: string): Keyset | null {
   }
   return null;
 }
+
+/**
+ * The `cursor` of a replay or discard by filter: the last event id it looked at (they walk by
+ * id), tagged so that a page cursor is refused in its place.
+ */
+export function encodeIdCursor(kind: string, id: string): string {
+  return Buffer.from(JSON.stringify([kind, id])).toString('base64url');
+}
+
+/** The id of a cursor `encodeIdCursor(kind, …)` made, or null for anything else. */
+export function decodeIdCursor(kind: string, cursor: string): string | null {
+  try {
+    const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (Array.isArray(parsed) && parsed.length === 2 && parsed[0] === kind && isUuid(parsed[1])) {
+      return String(parsed[1]).toLowerCase();
+    }
+  } catch {
+    // Not base64url JSON: reported like any other foreign cursor.
+  }
+  return null;
+}
