@@ -237,6 +237,53 @@ describe('dead', () => {
     expect(recorded[0].payload).toMatchObject({ actor: 'ops:ana', handlers: ['webhook-sender'] });
   });
 
+  it('stops a change by filter at --max-rows, prints the counts by type and the cursor, and goes on with --after', async () => {
+    const ids = await seed();
+    const first = await cli(['dead', 'replay', '--type', 'invoice.paid', '--max-rows', '2'], env);
+    expect(first.code).toBe(0);
+    expect(first.stdout).toMatch(
+      /^replayed 2 event\(s\)\nby type:\n {2}invoice\.paid {2}2\nids:\n(?: {2}[0-9a-f-]{36}\n){2}stopped at --max-rows; more may remain: go on with the same command and\n {2}--after [\w-]+\n$/,
+    );
+    const cursor = /--after ([\w-]+)\n$/.exec(first.stdout)![1];
+
+    const rest = await cli(
+      ['dead', 'replay', '--type', 'invoice.paid', '--after', cursor, '--json'],
+      env,
+    );
+    expect(rest.code).toBe(0);
+    expect(json(rest)).toMatchObject({
+      count: 1,
+      countsByType: { 'invoice.paid': 1 },
+      cursor: null,
+      stoppedBy: null,
+    });
+    const recorded = await db.dataSource.query<{ id: string }[]>(
+      `SELECT DISTINCT payload ->> 'eventId' AS id FROM outbox_event WHERE type = $1`,
+      [OUTBOX_EVENT_REPLAYED],
+    );
+    expect(recorded.map((r) => r.id).sort()).toEqual([...ids].sort());
+  });
+
+  it('exits 5 while another change by filter runs, naming it, and changes nothing', async () => {
+    await seed();
+    await db.dataSource.query(
+      `INSERT INTO outbox_admin_change (scope, change_id, kind, actor, selection, expires_at)
+       VALUES ('dead-letters', gen_random_uuid(), 'discard', 'ops:bo', '{}',
+               now() + interval '1 minute')`,
+    );
+    try {
+      const before = await db.dataSource.query(`SELECT * FROM outbox_event ORDER BY id`);
+      const run = await cli(['dead', 'replay', '--type', 'invoice.paid'], env);
+      expect(run.code).toBe(5);
+      expect(run.stderr).toMatch(
+        /^error: OutboxAdmin: cannot replay by filter now: a discard by filter by ops:bo, started at /,
+      );
+      expect(await db.dataSource.query(`SELECT * FROM outbox_event ORDER BY id`)).toEqual(before);
+    } finally {
+      await db.dataSource.query('TRUNCATE outbox_admin_change');
+    }
+  });
+
   it('discards with a reason, and lists the discarded event on request', async () => {
     const [first] = await seed();
     const missing = await cli(['dead', 'discard', first], env);
@@ -244,7 +291,10 @@ describe('dead', () => {
     expect(missing.stderr).toContain("required option '--reason <text>' not specified");
 
     const run = await cli(['dead', 'discard', first, '--reason', 'customer deleted'], env);
-    expect(run).toMatchObject({ code: 0, stdout: `discarded 1 event(s)\n  ${first}\n` });
+    expect(run).toMatchObject({
+      code: 0,
+      stdout: `discarded 1 event(s)\nby type:\n  invoice.paid  1\nids:\n  ${first}\n`,
+    });
     const listed = json<{ items: { id: string; state: string; discardReason: string }[] }>(
       await cli(['dead', 'list', '--include-discarded', '--json'], env),
     );
@@ -266,6 +316,9 @@ describe('dead', () => {
     [['dead', 'list', '--limit', 'ten'], "option '--limit <n>' argument 'ten' is invalid"],
     [['dead', 'list', '--dead-after', 'yesterday'], 'expected an ISO time'],
     [['dead', 'list', '--limit', '501'], 'page.limit must be an integer from 1 to 500'],
+    [['dead', 'replay', '--type', 'x', '--max-rows', '0'], "option '--max-rows <n>' argument '0'"],
+    [['dead', 'replay', '--type', 'x', '--max-rows', '100001'], 'options.maxRows must be'],
+    [['dead', 'replay', '--type', 'x', '--after', 'nope'], 'options.after must be the `cursor`'],
     [['dead', 'frobnicate'], "unknown command 'frobnicate'"],
   ])('exits 2 on %j, saying %s, and changes nothing', async (args, message) => {
     await seed();

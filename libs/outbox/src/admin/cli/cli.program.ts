@@ -2,7 +2,11 @@ import { userInfo } from 'node:os';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { MigrationExecutor } from 'typeorm';
 import type { DeadLetterFilter, DeadLetterSelector } from '../../store/admin/dead-letter.types';
-import { InvalidOutboxAdminQueryError, OutboxStoreError } from '../../outbox.errors';
+import {
+  InvalidOutboxAdminQueryError,
+  OutboxAdminChangeInProgressError,
+  OutboxStoreError,
+} from '../../outbox.errors';
 import { scrubError } from '../../common/scrub-error.util';
 import { withConnection, type Connection } from './cli.connection';
 import { EXIT, type ExitCode } from './exit-codes.constants';
@@ -64,6 +68,10 @@ export async function runCli(argv: readonly string[], given: CliIo): Promise<Exi
     if (error instanceof UsageError || error instanceof InvalidOutboxAdminQueryError) {
       io.stderr.write(`error: ${error.message}\n`);
       return EXIT.usage;
+    }
+    if (error instanceof OutboxAdminChangeInProgressError) {
+      io.stderr.write(`error: ${error.message}\n`);
+      return EXIT.changeInProgress;
     }
     // The store error is scrubbed already; anything else (a refused connection) is scrubbed
     // here, so no password or payload reaches the terminal or a CI log.
@@ -175,6 +183,7 @@ function buildProgram(
         handlers: options.rerun.length > 0 ? options.rerun : undefined,
         dryRun: options.dryRun,
         actor: options.actor,
+        ...toBounds(options),
       }),
     );
     print(cmd, change, (c) => renderChange('replay', c));
@@ -194,6 +203,7 @@ function buildProgram(
         reason: options.reason,
         dryRun: options.dryRun,
         actor: options.actor,
+        ...toBounds(options),
       }),
     );
     print(cmd, change, (c) => renderChange('discard', c));
@@ -228,7 +238,14 @@ function buildProgram(
   return program;
 }
 
-type ChangeOptions = FilterOptions & { all?: boolean; dryRun?: boolean; actor?: string };
+type ChangeOptions = FilterOptions & {
+  all?: boolean;
+  dryRun?: boolean;
+  actor?: string;
+  maxRows?: number;
+  timeBudgetMs?: number;
+  after?: string;
+};
 
 function withFilter(command: Command): Command {
   return command
@@ -248,7 +265,25 @@ function withChange(command: Command): Command {
   return command
     .option('--all', 'with no filter: every dead letter (refused otherwise)')
     .option('--dry-run', 'report what would change, change nothing')
-    .option('--actor <name>', 'who asks, recorded with the change', defaultActor());
+    .option('--actor <name>', 'who asks, recorded with the change', defaultActor())
+    .addOption(
+      new Option(
+        '--max-rows <n>',
+        'with a filter: change at most n events (default 10000)',
+      ).argParser(positiveInteger),
+    )
+    .addOption(
+      new Option(
+        '--time-budget-ms <ms>',
+        'with a filter: start no batch after this long (default 10000)',
+      ).argParser(positiveInteger),
+    )
+    .option('--after <cursor>', 'with a filter: go on after this cursor (printed as "--after")');
+}
+
+/** The bounds given on the command line; OutboxAdmin refuses them with ids. */
+function toBounds(options: ChangeOptions) {
+  return { maxRows: options.maxRows, timeBudgetMs: options.timeBudgetMs, after: options.after };
 }
 
 function toFilter(options: FilterOptions): DeadLetterFilter {

@@ -85,25 +85,53 @@ export function renderGroups(groups: DeadLetterGroup[]): string {
   );
 }
 
-/** Ids printed by a text change report; `--json` gives them all. */
+/** Ids printed by a text change report; `--json` gives them all (a filter's: its sample). */
 const SHOWN_IDS = 10;
 
-function idLines(ids: readonly string[]): string {
+function idLines(ids: readonly string[], all: number, jsonGives: string): string {
   const shown = ids.slice(0, SHOWN_IDS).map((id) => `  ${id}\n`);
-  const more =
-    ids.length > SHOWN_IDS ? [`  … and ${ids.length - SHOWN_IDS} more (--json lists all)\n`] : [];
+  const more = all > SHOWN_IDS ? [`  … and ${all - SHOWN_IDS} more (${jsonGives})\n`] : [];
   return [...shown, ...more].join('');
 }
+
+/** `  type  count` lines, most first. */
+function typeLines(counts: Record<string, number>): string {
+  const entries = Object.entries(counts).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  const width = Math.max(...entries.map(([type]) => type.length));
+  return entries.map(([type, n]) => `  ${type.padEnd(width)}  ${n}\n`).join('');
+}
+
+const STOPPED: Record<'maxRows' | 'timeBudget', string> = {
+  maxRows: 'stopped at --max-rows; more may remain',
+  timeBudget: 'stopped when --time-budget-ms ran out; more may remain',
+};
 
 export function renderChange(verb: 'replay' | 'discard', change: DeadLetterChange): string {
   const done = verb === 'replay' ? 'replayed' : 'discarded';
   const head = change.dryRun
-    ? `would ${verb} ${change.ids.length} event(s) (dry run, nothing changed)\n`
-    : `${done} ${change.ids.length} event(s)\n`;
+    ? `would ${verb} ${change.count} event(s) (dry run, nothing changed)\n`
+    : `${done} ${change.count} event(s)\n`;
+  // An ids change answers every id; a filter's, the first ones (`sampleIds`).
+  const every = change.ids.length === change.count;
+  const changed =
+    change.count > 0
+      ? 'by type:\n' +
+        typeLines(change.countsByType) +
+        (every ? 'ids:\n' : 'first ids:\n') +
+        idLines(
+          every ? change.ids : change.sampleIds,
+          every ? change.count : change.sampleIds.length,
+          every ? '--json lists all' : '--json lists them',
+        )
+      : '';
   const unchanged =
     change.unchanged.length > 0
       ? `not changed (unknown, delivered, not in a state for it, or running): ${change.unchanged.length}\n` +
-        idLines(change.unchanged)
+        idLines(change.unchanged, change.unchanged.length, '--json lists all')
       : '';
-  return head + idLines(change.ids) + unchanged;
+  const next =
+    change.stoppedBy && change.cursor
+      ? `${STOPPED[change.stoppedBy]}: go on with the same command and\n  --after ${change.cursor}\n`
+      : '';
+  return head + changed + unchanged + next;
 }

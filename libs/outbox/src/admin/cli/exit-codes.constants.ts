@@ -10,6 +10,8 @@ export const EXIT = {
   notFound: 3,
   /** `status --fail-on-dead`: dead letters exist. */
   deadLetters: 4,
+  /** `dead replay` / `dead discard` by filter: another change by filter is running. */
+  changeInProgress: 5,
 } as const;
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
