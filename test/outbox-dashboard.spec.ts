@@ -4,6 +4,7 @@ import { DataSource } from 'typeorm';
 import {
   InvalidOutboxDashboardOptionsError,
   OnOutboxEvent,
+  OUTBOX_EVENT_REPLAYED,
   OutboxDashboardModule,
   OutboxPublisher,
 } from '@app/outbox';
@@ -193,6 +194,99 @@ describe('the page', () => {
     expect(done.headers.location).toBe('/ops/outbox?notice=replayed&count=1');
     const landed = await http.get(done.headers.location).set(operator()).expect(200);
     expect(landed.text).toContain('Replayed 1 events.');
+  });
+
+  it('counts a large selection only up to its bound, changes 10,000 at a time, and goes on from the notice', async () => {
+    const http = request(app.getHttpServer());
+    const host = 'dashboard.test';
+    const page = { ...operator(), host, origin: `https://${host}` };
+    await db.dataSource.query(`
+      INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, attempts, dead_at,
+                                next_attempt_at, failures, last_error)
+      SELECT gen_random_uuid(), 'bulk.imported', 'thing', 'a-' || n, '{}', 1, now(),
+             '9999-12-31 00:00:00+00', '{"mailer": {"count": 1, "retryAt": null}}',
+             'mailer: Error: 421'
+      FROM generate_series(1, 10050) AS n`);
+    const replayed = () =>
+      db.dataSource.query<{ events: number; distinct: number }[]>(
+        `SELECT count(*)::int AS events, count(DISTINCT payload ->> 'eventId')::int AS distinct
+         FROM outbox_event WHERE type = $1 AND payload ->> 'type' = 'bulk.imported'`,
+        [OUTBOX_EVENT_REPLAYED],
+      );
+    try {
+      // The dry run counts one more than a change takes, not the whole selection.
+      const confirm = await http
+        .post('/ops/outbox/confirm')
+        .set(page)
+        .type('form')
+        .send({ action: 'replay', type: 'bulk.imported' })
+        .expect(200);
+      expect(confirm.text).toMatch(
+        /Replay the first <b>10,000<\/b> of more than 10,000 events \(type bulk\.imported\)\?/,
+      );
+      expect(confirm.text).toMatch(/<td>bulk\.imported<\/td>\s*<td class="n">10,001<\/td>/);
+      expect(await replayed()).toEqual([{ events: 0, distinct: 0 }]);
+
+      const first = await http
+        .post('/ops/outbox/replay')
+        .set(page)
+        .type('form')
+        .send({ type: 'bulk.imported' })
+        .expect(303);
+      const location = new URL(first.headers.location, 'http://x');
+      expect(location.searchParams.get('count')).toBe('10000');
+      expect(location.searchParams.get('type')).toBe('bulk.imported');
+      const cursor = location.searchParams.get('cursor')!;
+      expect(cursor).toEqual(expect.any(String));
+      const landed = await http.get(first.headers.location).set(operator()).expect(200);
+      expect(landed.text).toContain('Replayed 10000 events. More may remain');
+      expect(landed.text).toContain(`name="cursor" value="${cursor}"`);
+      expect(landed.text).toContain('data-testid="go-on"');
+
+      // Going on: the confirmation counts the rest, and the change takes exactly them.
+      const rest = await http
+        .post('/ops/outbox/confirm')
+        .set(page)
+        .type('form')
+        .send({ action: 'replay', type: 'bulk.imported', cursor })
+        .expect(200);
+      expect(rest.text).toMatch(/Replay <b>50<\/b> events \(type bulk\.imported\)\?/);
+      expect(rest.text).toContain(`name="cursor" value="${cursor}"`);
+      const done = await http
+        .post('/ops/outbox/replay')
+        .set(page)
+        .type('form')
+        .send({ type: 'bulk.imported', cursor })
+        .expect(303);
+      expect(done.headers.location).toBe('/ops/outbox?notice=replayed&count=50');
+      expect(await replayed()).toEqual([{ events: 10050, distinct: 10050 }]);
+    } finally {
+      await db.dataSource.query(`DELETE FROM outbox_event WHERE type IN ('bulk.imported', $1)`, [
+        OUTBOX_EVENT_REPLAYED,
+      ]);
+    }
+  });
+
+  it('answers a change by filter while another runs with a 409 page naming it', async () => {
+    const http = request(app.getHttpServer());
+    const host = 'dashboard.test';
+    await db.dataSource.query(
+      `INSERT INTO outbox_admin_change (scope, change_id, kind, actor, selection, expires_at)
+       VALUES ('dead-letters', gen_random_uuid(), 'replay', 'cli:ops', '{}',
+               now() + interval '1 minute')`,
+    );
+    try {
+      const refused = await http
+        .post('/ops/outbox/discard')
+        .set({ ...operator(), host, origin: `https://${host}` })
+        .type('form')
+        .send({ type: '<script>alert(1)</script>', reason: 'cleanup' })
+        .expect(409);
+      expect(refused.text).toContain('a replay by filter by cli:ops');
+      expect(refused.headers['cache-control']).toBe('no-store');
+    } finally {
+      await db.dataSource.query('TRUNCATE outbox_admin_change');
+    }
   });
 
   it("shows only its own notices, chosen by code: a link cannot put the caller's text on the page", async () => {

@@ -6,6 +6,8 @@ export interface ActionTarget {
   handler?: string;
   fingerprint?: string;
   id?: string;
+  /** Where a change by filter goes on: the cursor of the one before, which stopped short. */
+  cursor?: string;
 }
 
 /** The target as hidden fields of a form. */
@@ -44,4 +46,16 @@ export function describe(target: ActionTarget): string {
     target.fingerprint && `error kind ${target.fingerprint.slice(0, 8)}`,
   ].filter(Boolean);
   return parts.length > 0 ? parts.join(', ') : 'every dead letter';
+}
+
+/** Goes on with a change that stopped short: its confirmation page first, for the rest. */
+export function goOn(base: string, action: 'replay' | 'discard', target: ActionTarget): Html {
+  return html`<form class="inline" method="post" action="${base}/confirm">
+    ${hidden(target)}<input type="hidden" name="action" value="${action}" /><button
+      type="submit"
+      data-testid="go-on"
+    >
+      Go on: ${action} the rest
+    </button>
+  </form>`;
 }

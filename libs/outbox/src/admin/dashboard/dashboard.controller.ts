@@ -24,8 +24,13 @@ import {
   type Type,
 } from '@nestjs/common';
 import type { DeadLetterSelector } from '../../store/admin/dead-letter.types';
-import { InvalidOutboxAdminQueryError, OutboxStoreError } from '../../outbox.errors';
+import {
+  InvalidOutboxAdminQueryError,
+  OutboxAdminChangeInProgressError,
+  OutboxStoreError,
+} from '../../outbox.errors';
 import { OutboxAdmin } from '../outbox.admin';
+import { DEFAULT_MAX_ROWS } from '../change-bounds.util';
 import { isUuid } from '../../common/uuid.util';
 import { scrubError } from '../../common/scrub-error.util';
 import type { ActionTarget } from './actions.view';
@@ -34,7 +39,7 @@ import { deadList } from './dead-letters.view';
 import { eventDetail } from './event.view';
 import { errorPage, page } from './layout.view';
 import { overview } from './overview.view';
-import { query } from './query.util';
+import { noticeOf, noticeQuery } from './change-notice';
 
 /** The request as the dashboard reads it (Express and Fastify both give these). */
 interface DashboardRequest {
@@ -52,6 +57,9 @@ interface DashboardResponse {
 }
 
 type Form = Record<string, string | undefined>;
+
+/** Events one change of the page takes (by filter); a confirm goes on with the rest. */
+const CHANGE_MAX_ROWS = DEFAULT_MAX_ROWS;
 
 /** Token of the dashboard's path, for the controller made for it. */
 export const OUTBOX_DASHBOARD_PATH = Symbol('OUTBOX_DASHBOARD_PATH');
@@ -124,12 +132,18 @@ export function createDashboardController(
       const action = actionOf(form);
       const target = targetOf(form);
       const selector = selectorOf(target);
+      // Bounded: by filter, one more than a change takes, to tell "more than" apart.
+      const bounds = boundsOf(target, CHANGE_MAX_ROWS + 1);
       const dryRun =
         action === 'replay'
-          ? await this.admin.replay(selector, { dryRun: true })
-          : await this.admin.discard(selector, { reason: 'dry run', dryRun: true });
+          ? await this.admin.replay(selector, { dryRun: true, ...bounds })
+          : await this.admin.discard(selector, { reason: 'dry run', dryRun: true, ...bounds });
       const title = action === 'replay' ? 'Replay' : 'Discard';
-      return page(title, this.base, confirmation(this.base, action, target, dryRun));
+      return page(
+        title,
+        this.base,
+        confirmation(this.base, action, target, dryRun, CHANGE_MAX_ROWS),
+      );
     }
 
     @Post('replay')
@@ -139,13 +153,12 @@ export function createDashboardController(
       @Res() response: DashboardResponse,
     ): Promise<void> {
       sameOrigin(request);
-      const change = await this.admin.replay(selectorOf(targetOf(form)), {
+      const target = targetOf(form);
+      const change = await this.admin.replay(selectorOf(target), {
         actor: actorOf(request),
+        ...boundsOf(target, CHANGE_MAX_ROWS),
       });
-      redirect(
-        response,
-        `${this.base}?${query({ notice: 'replayed', count: String(change.ids.length) })}`,
-      );
+      redirect(response, `${this.base}?${noticeQuery('replay', target, change)}`);
     }
 
     @Post('discard')
@@ -155,14 +168,13 @@ export function createDashboardController(
       @Res() response: DashboardResponse,
     ): Promise<void> {
       sameOrigin(request);
-      const change = await this.admin.discard(selectorOf(targetOf(form)), {
+      const target = targetOf(form);
+      const change = await this.admin.discard(selectorOf(target), {
         reason: typeof form.reason === 'string' ? form.reason : '',
         actor: actorOf(request),
+        ...boundsOf(target, CHANGE_MAX_ROWS),
       });
-      redirect(
-        response,
-        `${this.base}?${query({ notice: 'discarded', count: String(change.ids.length) })}`,
-      );
+      redirect(response, `${this.base}?${noticeQuery('discard', target, change)}`);
     }
   }
   return OutboxDashboardController;
@@ -187,9 +199,11 @@ class DashboardErrors implements ExceptionFilter {
         ? [error.getStatus(), error.message]
         : error instanceof InvalidOutboxAdminQueryError
           ? [400, error.message]
-          : error instanceof OutboxStoreError
-            ? [503, error.message]
-            : [500, 'the dashboard failed; see the application log'];
+          : error instanceof OutboxAdminChangeInProgressError
+            ? [409, error.message]
+            : error instanceof OutboxStoreError
+              ? [503, error.message]
+              : [500, 'the dashboard failed; see the application log'];
     if (status === 500) new Logger('Outbox').error(`Outbox dashboard: ${scrubError(error)}`);
     const reply = response.status(status);
     reply.type?.('text/html; charset=utf-8');
@@ -226,22 +240,6 @@ function redirect(response: DashboardResponse, url: string): void {
   }
   if (response.redirect) return response.redirect(303, url);
   response.status?.(303).redirect?.(url);
-}
-
-/**
- * What the overview says after a change: one of the dashboard's own sentences, chosen by code,
- * with a count. A link can only pick among them: no text of the caller's is ever shown.
- */
-const NOTICES: Readonly<Record<string, (count: number) => string>> = {
-  replayed: (count) => `Replayed ${count} events.`,
-  discarded: (count) => `Discarded ${count} events.`,
-};
-
-function noticeOf(form: Form): string | undefined {
-  const { notice, count } = form;
-  if (typeof notice !== 'string' || !Object.hasOwn(NOTICES, notice)) return undefined;
-  if (typeof count !== 'string' || !/^\d{1,9}$/.test(count)) return undefined;
-  return NOTICES[notice](Number(count));
 }
 
 /**
@@ -290,7 +288,13 @@ function targetOf(form: Form): ActionTarget {
     type: text('type'),
     handler: text('handler'),
     fingerprint: text('fingerprint'),
+    cursor: text('cursor'),
   };
+}
+
+/** A change by filter's bounds: at most `maxRows`, after the target's cursor; none by id. */
+function boundsOf(target: ActionTarget, maxRows: number) {
+  return target.id ? {} : { maxRows, after: target.cursor };
 }
 
 function filterOf(target: ActionTarget) {

@@ -5,7 +5,8 @@ import type {
   OutboxStatus,
 } from '../../store/admin/dead-letter.types';
 import { formatDuration } from '../../common/format-duration.util';
-import { actions } from './actions.view';
+import { actions, goOn } from './actions.view';
+import type { ChangeNotice } from './change-notice';
 import { dispatcherTable } from './dispatchers.view';
 import { html, type Html } from './html.util';
 import { query } from './query.util';
@@ -19,12 +20,18 @@ export function overview(input: {
   throughput: readonly MinuteCount[];
   groups: readonly DeadLetterGroup[];
   dispatchers: readonly DispatcherInfo[];
-  notice: string | undefined;
+  notice: ChangeNotice | undefined;
 }): Html {
   const { base, status, throughput, groups, dispatchers, notice } = input;
   const card = (label: string, value: string | number, extra = '') =>
     html`<div class="card ${extra}" data-testid="count-${label}"><b>${value}</b>${label}</div>`;
-  return html` ${notice ? html`<p class="notice" role="status">${notice}</p>` : ''}
+  return html` ${
+      notice
+        ? html`<p class="notice" role="status">
+            ${notice.text} ${notice.goOn ? goOn(base, notice.goOn.action, notice.goOn.target) : ''}
+          </p>`
+        : ''
+    }
     <div class="cards">
       ${card('due', status.due)}${card('retrying', status.retrying)}${card('in flight', status.inFlight)}
       ${card('expired leases', status.expiredLeases)}${card('dead', status.dead, status.dead > 0 ? 'dead' : '')}
