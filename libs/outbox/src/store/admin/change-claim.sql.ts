@@ -17,7 +17,7 @@ export const CLAIM_CHANGE = `
     INSERT INTO outbox_admin_change AS c
       (scope, change_id, kind, actor, selection, started_at, expires_at)
     VALUES ($1::text, $2::uuid, $3::text, $4::text, $5::jsonb, now(),
-            now() + $6::int * interval '1 millisecond')
+            now() + $6::float8 * interval '1 millisecond')
     ON CONFLICT (scope) DO UPDATE
       SET change_id = excluded.change_id, kind = excluded.kind, actor = excluded.actor,
           selection = excluded.selection, started_at = excluded.started_at,
