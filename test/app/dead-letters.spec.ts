@@ -266,3 +266,29 @@ it('answers a bad replay or discard with a 400 naming the field, and changes not
     .query(`SELECT id, next_attempt_at, discarded_at FROM outbox_event ORDER BY id`);
   expect(after).toEqual(before);
 });
+
+it('answers a change by filter while another runs with a 409 naming it, and changes nothing', async () => {
+  const dataSource = app.get(DataSource);
+  await dataSource.query(
+    `INSERT INTO outbox_admin_change (scope, change_id, kind, actor, selection, expires_at)
+     VALUES ('dead-letters', gen_random_uuid(), 'discard', 'cli:ops', '{}',
+             now() + interval '1 minute')`,
+  );
+  try {
+    const before = await dataSource.query(
+      `SELECT id, next_attempt_at, discarded_at FROM outbox_event ORDER BY id`,
+    );
+    const res = await request(app.getHttpServer())
+      .post('/outbox/dead-letters/replay')
+      .send({ filter: { types: ['organization.created'] } })
+      .expect(409);
+    expect(res.body.message).toContain('a discard by filter by cli:ops');
+    expect(
+      await dataSource.query(
+        `SELECT id, next_attempt_at, discarded_at FROM outbox_event ORDER BY id`,
+      ),
+    ).toEqual(before);
+  } finally {
+    await dataSource.query('TRUNCATE outbox_admin_change');
+  }
+});
