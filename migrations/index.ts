@@ -1,8 +1,8 @@
 import { OUTBOX_MIGRATIONS } from '@app/outbox';
 import { CreateReferenceApp1764500000000 } from './1764500000000-create-reference-app';
 import { WebhooksOnOutbox1766500000000 } from './1766500000000-webhooks-on-outbox';
-import { MailLogOrganization1771000001000 } from '../apps/reference/src/notifications/migrations/1771000001000-mail-log-organization';
-import { OrganizationApiKey1771000000000 } from '../apps/reference/src/organizations/migrations/1771000000000-organization-api-key';
+import { MailLogOrganization1771100001000 } from '../apps/reference/src/notifications/migrations/1771100001000-mail-log-organization';
+import { OrganizationApiKey1771100000000 } from '../apps/reference/src/organizations/migrations/1771100000000-organization-api-key';
 
 /**
  * The reference app's own tables; they run after the outbox's (`OUTBOX_MIGRATIONS`, from the
@@ -16,8 +16,8 @@ import { OrganizationApiKey1771000000000 } from '../apps/reference/src/organizat
 export const REFERENCE_APP_MIGRATIONS = [
   CreateReferenceApp1764500000000,
   WebhooksOnOutbox1766500000000,
-  OrganizationApiKey1771000000000,
-  MailLogOrganization1771000001000,
+  OrganizationApiKey1771100000000,
+  MailLogOrganization1771100001000,
 ];
 
 export { OUTBOX_MIGRATIONS, CreateReferenceApp1764500000000, WebhooksOnOutbox1766500000000 };

@@ -280,6 +280,7 @@ it('answers a change by filter while another runs with a 409 naming it, and chan
     );
     const res = await request(app.getHttpServer())
       .post('/outbox/dead-letters/replay')
+      .set(OPERATOR)
       .send({ filter: { types: ['organization.created'] } })
       .expect(409);
     expect(res.body.message).toContain('a discard by filter by cli:ops');

@@ -4,8 +4,8 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * The organization each mail was sent for, so an organization reads its own mails only. Mails
  * logged before have none, and no organization sees them.
  */
-export class MailLogOrganization1771000001000 implements MigrationInterface {
-  name = 'MailLogOrganization1771000001000';
+export class MailLogOrganization1771100001000 implements MigrationInterface {
+  name = 'MailLogOrganization1771100001000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`ALTER TABLE mail_log ADD COLUMN organization_id uuid`);
