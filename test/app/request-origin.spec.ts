@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import type { INestApplication } from '@nestjs/common';
 import type { Client } from 'pg';
 import request from 'supertest';
@@ -67,11 +68,10 @@ describe('bodies', () => {
 
 describe('hosts', () => {
   it.each([['evil.example'], ['evil.example:3000'], ['127.0.0.1.evil.example'], ['']])(
-    'a request for Host %j is a 421 on every route, before any runs',
+    'a request for Host %j is a 421 on every route but the health probe, before any runs',
     async (host) => {
       const before = await rowCounts();
       for (const [method, path] of [
-        ['get', '/health'],
         ['get', '/outbox/ui'],
         ['get', '/outbox'],
         ['get', '/no-such-route'],
@@ -92,7 +92,13 @@ describe('hosts', () => {
   });
 
   it('a forwarded host outside the list is a 421 too', async () => {
-    await http().get('/health').set('x-forwarded-host', 'evil.example').expect(421);
+    await http().get('/outbox').set(OPERATOR).set('x-forwarded-host', 'evil.example').expect(421);
+  });
+
+  it("GET /health answers an orchestrator's probe, which names the pod's address", async () => {
+    const probe = await http().get('/health').set('host', '10.244.1.17:3000');
+    expect(probe.body).toEqual(expect.objectContaining({ status: expect.any(String) }));
+    await http().post('/health').set('host', '10.244.1.17:3000').expect(421);
   });
 
   it.each([['localhost:3000'], ['127.0.0.1'], ['[::1]:8080'], ['LOCALHOST']])(
@@ -134,6 +140,27 @@ describe('the dashboard', () => {
     await http().get('/outbox/ui').set(OPERATOR).expect(200);
   });
 
+  it('refuses a session that is well formed but not signed by this token, or expired', async () => {
+    // Signed as the app signs (see OperatorToken), under a chosen token and expiry.
+    const session = (token: string, expiresAt: number) => {
+      const key = createHmac('sha256', token).update('outbox dashboard session').digest();
+      const mac = createHmac('sha256', key).update(String(expiresAt)).digest('base64url');
+      return `outbox_session=${expiresAt}.${mac}`;
+    };
+    const later = Date.now() + 3_600_000;
+    await http().get('/outbox/ui').set('cookie', session(OPERATOR_TOKEN, later)).expect(200);
+    const refused = [
+      session(OPERATOR_TOKEN, Date.now() - 1000),
+      session(`${OPERATOR_TOKEN}-rotated`, later),
+      `outbox_session=${later}.${'A'.repeat(43)}`,
+      session(OPERATOR_TOKEN, later).replace(String(later), String(later + 1)),
+    ];
+    for (const cookie of refused) {
+      const res = await http().get('/outbox/ui').set('cookie', cookie);
+      expect({ cookie, status: res.status }).toEqual({ cookie, status: 401 });
+    }
+  });
+
   it('takes a form only from a page of its own, on an allowed host', async () => {
     await confirm(`http://${HOST}`).expect(200);
     for (const origin of ['http://evil.example', 'http://127.0.0.1:3000', 'null', undefined]) {
@@ -162,6 +189,20 @@ describe('the dashboard', () => {
     expect(cookie).toContain('HttpOnly');
     expect(cookie).toContain('SameSite=Strict');
     expect(cookie).not.toContain(OPERATOR_TOKEN);
+    // Behind a proxy that sends its own Host: the page's origin is the forwarded host.
+    await http()
+      .post('/outbox/ui/login')
+      .set('host', 'localhost:3000')
+      .set('x-forwarded-host', '127.0.0.1:8443')
+      .set('origin', 'https://127.0.0.1:8443')
+      .set('x-forwarded-proto', 'https')
+      .type('form')
+      .send(`token=${encodeURIComponent(OPERATOR_TOKEN)}`)
+      .expect(303)
+      .then((proxied) =>
+        expect((proxied.headers['set-cookie'] as unknown as string[])[0]).toContain('Secure'),
+      );
+    expect(cookie).not.toContain('Secure');
     const session = cookie.split(';')[0];
     await http().get('/outbox/ui').set('cookie', session).expect(200);
     // The session is the dashboard's: the operator API still wants the token.

@@ -194,6 +194,17 @@ describe('one organization, one key', () => {
     expect(await snapshot()).toEqual(before);
   });
 
+  it("Acme's own id in another letter case is a 404: its rows are never filed under another spelling", async () => {
+    const before = await snapshot();
+    for (const [method, path, body] of tenantRoutes(acme.id.toUpperCase()).filter(([, p]) =>
+      p.startsWith('/organizations/'),
+    )) {
+      const res = await send(method, path, body, acme.auth);
+      expect({ method, path, status: res.status }).toEqual({ method, path, status: 404 });
+    }
+    expect(await snapshot()).toEqual(before);
+  });
+
   it("every list holds the key's organization's rows only", async () => {
     const lists: [string, (row: Record<string, unknown>) => unknown][] = [
       [`/organizations/${acme.id}/members`, (m) => m.organizationId],

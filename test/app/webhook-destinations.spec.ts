@@ -78,6 +78,8 @@ describe('registration', () => {
     ['http://[ff02::1]/hook', 'ff02::1 is a multicast address'],
     ['http://0.0.0.0/hook', '0.0.0.0 is a unspecified address'],
     ['http://[::]/hook', ':: is a unspecified address'],
+    ['http://[::127.0.0.1]/hook', '::7f00:1 is a IPv4-compatible address'],
+    ['http://[64:ff9b:1::a00:1]/hook', '64:ff9b:1::a00:1 is a local-use NAT64 address'],
   ])('%s is a 400 naming url, and nothing is written', async (url, reason) => {
     const res = await register(url).expect(400);
     expect(res.body.message).toEqual([`url must be a public address: ${reason}`]);
@@ -90,7 +92,7 @@ describe('registration', () => {
     ).expect(400);
     expect(res.body.message).toEqual([
       expect.stringMatching(
-        /^url must be a public address: localhost resolves to (127\.0\.0\.1|::1), a loopback address$/,
+        /^url must be a public address: localhost resolves to a loopback address$/,
       ),
     ]);
     expect(await endpointCount(tenant.id)).toBe(0);
@@ -158,7 +160,7 @@ describe('sending', () => {
             2,
             true,
             expect.stringMatching(
-              /refused: localhost resolves to (127\.0\.0\.1|::1), a loopback address, and WEBHOOK_ALLOW_PRIVATE_ADDRESSES is off$/,
+              /refused: localhost resolves to a loopback address, and WEBHOOK_ALLOW_PRIVATE_ADDRESSES is off$/,
             ),
           ],
           [

@@ -46,7 +46,9 @@ export class DashboardSignInController {
     response.cookie(SESSION_COOKIE, this.token.newSession(), {
       httpOnly: true,
       sameSite: 'strict',
-      secure: request.secure,
+      // Behind a proxy that ends TLS the socket is plain HTTP: the page's own scheme decides.
+      // A forged header can only make the cookie stricter.
+      secure: request.secure || request.headers['x-forwarded-proto'] === 'https',
       path: DASHBOARD_PATH,
       maxAge: DASHBOARD_SESSION_MS,
     });

@@ -1,6 +1,8 @@
 import type { NextFunction, Request, Response } from 'express';
 import { isAllowedHost, type AllowedHosts } from './allowed-hosts';
 
+const HEALTH_PATH = '/health';
+
 /**
  * Refuses, with 421 Misdirected Request and before any route runs, a request whose `Host` (or
  * `X-Forwarded-Host`, when a proxy set one) is not in `ALLOWED_HOSTS`.
@@ -14,9 +16,14 @@ import { isAllowedHost, type AllowedHosts } from './allowed-hosts';
  * What it does not protect against: anyone who may send the allowed `Host` (any client that
  * reaches the port can set it; curl does by default). It is not authentication: the operator
  * token and the organizations' API keys are.
+ *
+ * `GET /health` is answered for any host: an orchestrator's probe names the pod's address
+ * (Kubernetes sends `Host: <pod IP>:<port>`), and the probe must not fail on a name. The
+ * health answer holds states and counts, nothing a rebound page could use.
  */
 export function refuseUnknownHosts(allowed: AllowedHosts) {
   return (req: Request, res: Response, next: NextFunction): void => {
+    if (req.method === 'GET' && req.path === HEALTH_PATH) return next();
     const forwarded = req.headers['x-forwarded-host'];
     const hosts = [req.headers.host, ...(forwarded === undefined ? [] : [forwarded].flat())];
     if (hosts.every((host) => isAllowedHost(allowed, host))) return next();

@@ -7,7 +7,6 @@ import {
   Matches,
   Max,
   Min,
-  MinLength,
   validateSync,
 } from 'class-validator';
 import { scrubError } from '@app/outbox';
@@ -43,9 +42,15 @@ export class AppConfig {
   @IsIn(['0', '1']) WEBHOOK_ALLOW_PRIVATE_ADDRESSES = '0';
   /**
    * The bearer token of the operator routes (`/outbox/*`, the dashboard, `/metrics`,
-   * `POST /organizations`). `npm start` generates one when it is unset.
+   * `POST /organizations`). `npm start` generates one when it is unset. 16 to 512 printable ASCII
+   * characters without spaces: what an `Authorization: Bearer` header can carry, so a token that
+   * boots is a token that can be sent.
    */
-  @IsString() @MinLength(16) OPERATOR_TOKEN!: string;
+  @IsString()
+  @Matches(/^[\x21-\x7e]{16,512}$/, {
+    message: 'OPERATOR_TOKEN must be 16 to 512 printable ASCII characters without spaces',
+  })
+  OPERATOR_TOKEN!: string;
   /**
    * Host names the app answers to, comma-separated (ports are not part of them); a request for
    * any other `Host` is a 421. The default is the loopback names.

@@ -2,6 +2,9 @@ import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import { InternalDestinationError, internalRange } from './destination-address';
 
+/** The longest a registration waits for its URL's name to resolve. */
+const LOOKUP_DEADLINE_MS = 5_000;
+
 export const WEBHOOK_DESTINATIONS_OPTIONS = Symbol('WEBHOOK_DESTINATIONS_OPTIONS');
 
 export interface WebhookDestinationsOptions {
@@ -23,9 +26,19 @@ export class WebhookDestinations {
     if (this.options.allowPrivateAddresses) return;
     const host = bare(hostname);
     if (isIP(host)) return this.checkLiteral(host);
-    const addresses = await new Promise<LookupAddress[]>((resolve, reject) =>
-      dnsLookup(host, { all: true }, (error, found) => (error ? reject(error) : resolve(found))),
-    );
+    const addresses = await new Promise<LookupAddress[]>((resolve, reject) => {
+      // A resolver that never answers must not hold the registration: the lookup goes on in
+      // the background, the request gets its 400.
+      const deadline = setTimeout(
+        () => reject(Object.assign(new Error('no answer'), { code: 'ETIMEOUT' })),
+        LOOKUP_DEADLINE_MS,
+      );
+      dnsLookup(host, { all: true }, (error, found) => {
+        clearTimeout(deadline);
+        if (error) reject(error);
+        else resolve(found);
+      });
+    });
     refuseInternal(host, addresses);
   }
 
