@@ -69,7 +69,10 @@ async function enqueueDetailed(...events: NewOutboxEvent[]) {
   );
 }
 
-async function claim(limit = 100, options: Partial<typeof LEASE> & { types?: string[] } = {}) {
+async function claim(
+  limit = 100,
+  options: Partial<typeof LEASE> & { types?: string[]; includeDead?: boolean } = {},
+) {
   return value(await repo.claim({ limit, ...LEASE, ...options }));
 }
 
@@ -90,6 +93,19 @@ async function expireLease(id: string) {
      WHERE id = $1`,
     [id],
   );
+}
+
+/** `count` dead rows, dead two hours ago, their replay due for the last hour. */
+async function enqueueDueDead(count: number): Promise<string[]> {
+  const ids = await enqueue(...Array.from({ length: count }, () => event({ type: 'dead.one' })));
+  await sql.query(
+    `UPDATE outbox_event
+     SET dead_at = now() - interval '2 hours', next_attempt_at = now() - interval '1 hour',
+         attempts = 3
+     WHERE id = ANY ($1)`,
+    [ids],
+  );
+  return ids;
 }
 
 async function deadEvents(): Promise<OutboxEventDeadPayload[]> {
@@ -661,15 +677,7 @@ describe('outbox lease proof', () => {
   });
 
   it('12b. dead replays get half the batch at most while live rows wait, none of a claim of one, and whatever live rows leave', async () => {
-    const deadIds = await enqueue(...Array.from({ length: 4 }, () => event({ type: 'dead.one' })));
-    // Dead two hours ago, replay due for the last hour.
-    await sql.query(
-      `UPDATE outbox_event
-       SET dead_at = now() - interval '2 hours', next_attempt_at = now() - interval '1 hour',
-           attempts = 3
-       WHERE id = ANY ($1)`,
-      [deadIds],
-    );
+    const deadIds = await enqueueDueDead(4);
     const liveIds = await enqueue(...Array.from({ length: 4 }, () => event()));
     const kinds = (records: OutboxRecord[]) => ({
       dead: records.filter((r) => deadIds.includes(r.id)).length,
@@ -682,6 +690,17 @@ describe('outbox lease proof', () => {
     expect(kinds(await claim(4))).toEqual({ dead: 2, live: 2 });
     // One live row left: it and the remaining replays, which take what live rows left unused.
     expect(kinds(await claim(4))).toEqual({ dead: 2, live: 1 });
+  });
+
+  it('12c. a claim of live rows alone takes every due live row in due order and no due dead row', async () => {
+    const deadIds = await enqueueDueDead(3);
+    const liveIds = await enqueue(...Array.from({ length: 3 }, () => event()));
+
+    const live = await claim(10, { includeDead: false });
+    expect(live.map((r) => r.id)).toEqual(liveIds);
+    expect(live.every((r) => r.attempts === 1 && r.deadAt === null)).toBe(true);
+    // The replays stay due for a claim that looks for them.
+    expect((await claim(10)).map((r) => r.id)).toEqual(deadIds);
   });
 
   it('13. a dead row delivered on replay counts as delivered and leaves the dead set', async () => {

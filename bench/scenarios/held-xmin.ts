@@ -32,7 +32,7 @@ function recordClaims(on: boolean): void {
   }
   prototype.query = function (this: Client, ...args: unknown[]) {
     const [text] = args;
-    if (typeof text === 'string' && text.includes('reserved_dead AS')) {
+    if (typeof text === 'string' && text.includes('FOR UPDATE SKIP LOCKED')) {
       sentClaims.push(text);
       if (sentClaims.length > 100) sentClaims.shift();
     }
@@ -43,7 +43,7 @@ function recordClaims(on: boolean): void {
 /** The claim of a recorded transaction (`BEGIN; SET LOCAL …; <claim>; COMMIT`). */
 function claimOf(sent: string): string {
   const parts = sent.split(';\n');
-  return parts.find((part) => part.includes('reserved_dead AS'))!;
+  return parts.find((part) => part.includes('FOR UPDATE SKIP LOCKED'))!;
 }
 
 /** Burn-down of HELD_XMIN_EVENTS pre-loaded rows through the module, in events/s. */

@@ -8,7 +8,7 @@ describe('resolveOutboxOptions', () => {
       handlerTimeoutMs: 10_000,
       statementTimeoutMs: 5000,
       lockTimeoutMs: 2000,
-      batchSize: 100,
+      batchSize: 250,
       concurrency: 20,
       maxAttempts: 10,
       retry: { baseMs: 1000, maxMs: 300_000, jitter: 0.2 },
@@ -33,6 +33,7 @@ describe('resolveOutboxOptions', () => {
         batchSize: 1000,
         discardedRetentionMs: 2_592_000_000,
       },
+      localQueue: { size: 500, ttlMs: 5000 },
       autoStart: true,
     });
     expect(resolveOutboxOptions().types).toBeUndefined();

@@ -100,7 +100,7 @@ export class OutboxRetentionOptions {
  */
 export class OutboxLocalQueueOptions {
   /** Most claimed events waiting for a slot; 0 claims only for the slots that are free. */
-  @NumberFromText() @IsInt() @Min(0) @Max(10_000) size?: number = 100;
+  @NumberFromText() @IsInt() @Min(0) @Max(10_000) size?: number = 500;
   /**
    * Longest wait of a claimed event for a slot; past it the event is given back unstarted for any
    * instance to take. Never longer than the lease leaves after the event's handler budget.
@@ -117,8 +117,12 @@ export class OutboxModuleOptions {
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1000) leaseMs?: number = MINUTE;
   /** The time budget of one handler run; its AbortSignal fires when it is spent. */
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1) handlerTimeoutMs?: number = 10 * SECOND;
-  /** Most events per claim (further bounded by the free slots) and per settle statement. */
-  @NumberFromText() @IsInt() @Min(1) @Max(10_000) batchSize?: number = 100;
+  /**
+   * Most events per claim (further bounded by the free slots and the queue's room) and per settle
+   * statement. A statement costs the server about as much to plan and commit for 250 rows as for
+   * 60: bigger batches are most of what an event costs less under load.
+   */
+  @NumberFromText() @IsInt() @Min(1) @Max(10_000) batchSize?: number = 250;
   /**
    * Slots: events delivered at the same time by one instance. A handler past its budget keeps
    * its slot until it really returns.

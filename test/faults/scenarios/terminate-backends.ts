@@ -1,4 +1,4 @@
-import { CLAIM as CLAIM_STATEMENT } from '@app/outbox/store/lease/claim.sql';
+import { CLAIM as CLAIM_ANY, CLAIM_LIVE } from '@app/outbox/store/lease/claim.sql';
 import { RELEASE } from '@app/outbox/store/lease/release.sql';
 import { MARK_DELIVERED, MARK_FAILED } from '@app/outbox/store/lease/settle.sql';
 import { tally } from '../support/counts';
@@ -19,7 +19,7 @@ const opening = (sql: string) =>
     .trim()
     .slice(0, 40)
     .replace(/[%_\\]/g, '\\$&')}%`;
-const CLAIM = opening(CLAIM_STATEMENT);
+const CLAIM = [CLAIM_ANY, CLAIM_LIVE].map(opening);
 const SETTLE = [MARK_DELIVERED, MARK_FAILED, RELEASE].map(opening);
 
 /**
@@ -35,7 +35,7 @@ const TERMINATE = `
       AND pid <> pg_backend_pid()
       AND application_name IN ($1, 'outbox-listener', $2)
   )
-  SELECT state = 'active' AND query LIKE $5 AS claim,
+  SELECT state = 'active' AND query LIKE ANY ($5::text[]) AS claim,
          state = 'active' AND query LIKE ANY ($6::text[]) AS settle,
          pg_terminate_backend(pid) AS terminated
   FROM workers
@@ -79,7 +79,7 @@ export const terminateBackends: Scenario = {
     let untargeted = 0;
     for (let round = 0; round < rounds; round++) {
       await sleep(150 + Math.random() * 250);
-      const patterns = round % 2 === 0 ? [CLAIM] : SETTLE;
+      const patterns = round % 2 === 0 ? CLAIM : SETTLE;
       // Look for the target statement for up to 1.5 s, then terminate whatever is there.
       const deadline = Date.now() + 1500;
       let cut: Cut[] = [];

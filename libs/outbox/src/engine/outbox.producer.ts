@@ -8,6 +8,7 @@ import type { ResolvedOutboxOptions } from '../outbox.options';
 import { scrubError } from '../common/scrub-error.util';
 import { DueRange, headAfter } from './due-range';
 import { LocalQueue, type QueuedEvent } from './local-queue';
+import { DeadLook } from './dead-look';
 
 /**
  * Claims in flight at once. A slot that frees while a claim is out need not wait for that claim
@@ -38,9 +39,9 @@ type ProducerOptions = Pick<
  * Work "may be due" after a wake (a NOTIFY, the listener's reconnect, the poll), when the
  * earliest due time planned from one index probe arrives, when a failed event's retry falls due,
  * and for as long as claims come back full. Claims start at the head of the due range rather
- * than at the start of its index (see `DueRange`). Claiming pauses after a failed claim and
- * while settles are being given up, and it stops while settles back up, so claimed work never
- * outruns what can be recorded.
+ * than at the start of its index (see `DueRange`), and look for due dead rows only when some may
+ * be due (see `DeadLook`). Claiming pauses after a failed claim and while settles are being given
+ * up, and it stops while settles back up, so claimed work never outruns what can be recorded.
  */
 export class OutboxProducer {
   private readonly logger = new Logger('Outbox');
@@ -66,6 +67,7 @@ export class OutboxProducer {
     this.pump();
   });
   private readonly dueRange = new DueRange();
+  private readonly deadLook = new DeadLook();
   /**
    * How many events the queue may hold now, up to `localQueue.size`: none once events waited out
    * their TTL (slots held by slow handlers: claiming more would only give them back, and the
@@ -101,6 +103,7 @@ export class OutboxProducer {
     this.abandon = abandon;
     this.pausedUntil = 0;
     this.dueRange.reset();
+    this.deadLook.maybeDue();
     clearInterval(this.poll);
     // The poll also names no due time: it scans the whole range, so nothing is ever stranded
     // behind the bound.
@@ -131,8 +134,12 @@ export class OutboxProducer {
    * has the next claim scan the whole due range.
    */
   wake(dueFrom: number | null = null): void {
-    if (dueFrom === null) this.dueRange.reset();
-    else this.dueRange.lower(dueFrom);
+    if (dueFrom === null) {
+      this.dueRange.reset();
+      this.deadLook.maybeDue();
+    } else {
+      this.dueRange.lower(dueFrom);
+    }
     this.wakes++;
     this.pump();
   }
@@ -161,7 +168,9 @@ export class OutboxProducer {
     this.timer = setTimeout(
       () => {
         this.timerAt = Infinity;
-        // A planned wake: what falls due then lies ahead of the bound, which stays.
+        // A planned wake: what falls due then lies ahead of the bound, which stays. It may be a
+        // dead row's replay (the probe looks at both kinds).
+        this.deadLook.maybeDue();
         this.wakes++;
         this.pump();
       },
@@ -227,7 +236,7 @@ export class OutboxProducer {
   ): Promise<{ limit: number; result: OutboxResult<Promise<ExecutionResult>[]> }> {
     const limit = this.freeSlots();
     if (limit === 0) return { limit, result: ok([]) };
-    const result = await this.claim(limit);
+    const result = await this.claim(limit, true);
     if (!result.ok) return { limit, result };
     const { records, lease } = result.value;
     return { limit, result: ok(records.map((r) => this.executor.start(r, lease, abandon))) };
@@ -320,9 +329,11 @@ export class OutboxProducer {
    */
   private async claim(
     limit: number,
+    lookForDead = false,
   ): Promise<OutboxResult<{ records: OutboxRecord[]; lease: ClaimLease }>> {
     const sentAt = Date.now();
     const ticket = this.dueRange.send();
+    const includeDead = this.deadLook.send(sentAt, lookForDead);
     this.reserved += limit;
     let result: OutboxResult<OutboxRecord[]>;
     try {
@@ -331,17 +342,21 @@ export class OutboxProducer {
         leaseMs: this.options.leaseMs,
         types: this.options.types,
         dueFrom: ticket.from,
+        includeDead,
       });
     } catch (err) {
       this.dueRange.failed(ticket);
+      this.deadLook.maybeDue();
       throw err;
     } finally {
       this.reserved -= limit;
     }
     if (!result.ok) {
       this.dueRange.failed(ticket);
+      this.deadLook.maybeDue();
       return result;
     }
+    if (includeDead) this.deadLook.answered(result.value, limit);
     this.dueRange.answered(ticket, headAfter(result.value, limit));
     this.lastClaim = new Date();
     this.completer.clearFailureIfIdle();

@@ -4,10 +4,11 @@ import { typeFilter } from '../store.client';
 import type { ClaimOptions, OutboxRecord } from './lease.types';
 
 /**
- * Leases due live rows and due dead rows in one statement. Dead replays have a reserved share
- * of the batch (half of it, rounded down, so a claim of one row never goes to a replay while live
- * work waits); live rows fill the rest, and dead rows may take what live rows left unused. Rows
- * another relay holds are skipped, not waited for.
+ * Leases due live rows and due dead rows in one statement (`CLAIM`), or due live rows alone
+ * (`CLAIM_LIVE`). Dead replays have a reserved share of a `CLAIM` (half of it, rounded down, so a
+ * claim of one row never goes to a replay while live work waits); live rows fill the rest, and
+ * dead rows may take what live rows left unused. Rows another relay holds are skipped, not
+ * waited for.
  *
  * Each share is a range scan of its due index up to `now()`: a leased row is not in that range
  * (its next_attempt_at is its lease end), so no lease condition is needed and rows resting in
@@ -20,7 +21,12 @@ import type { ClaimOptions, OutboxRecord } from './lease.types';
  * backup, a report) VACUUM cannot, and a scan from the start would walk every entry left since
  * then. The engine keeps the bound at the head of the range (see `DueRange`).
  *
- * The repository runs it with `synchronous_commit` off for its transaction only (see
+ * Due dead rows are few and rare, and the three shares cost the server about twice the planning
+ * and execution of the live share alone, on every claim: so the engine sends `CLAIM_LIVE` unless
+ * dead rows may be due (see `OutboxProducer`), which is the statement a wake at 100 events/s
+ * sends.
+ *
+ * The repository runs them with `synchronous_commit` off for their transaction only (see
  * `OutboxRepository.claim`).
  * Parameters: see `claimParameters`.
  */
@@ -33,13 +39,7 @@ const DUE_DEAD = `
       AND next_attempt_at <= now()
       AND ($3::text[] IS NULL OR type = ANY ($3::text[]))`;
 
-export const CLAIM = `
-  WITH reserved_dead AS (${DUE_DEAD}
-    ORDER BY next_attempt_at, id
-    LIMIT $1::int / 2
-    FOR UPDATE SKIP LOCKED
-  ),
-  due_live AS (
+const DUE_LIVE = `
     SELECT id, next_attempt_at
     FROM outbox_event
     WHERE dispatched_at IS NULL
@@ -47,7 +47,42 @@ export const CLAIM = `
       AND next_attempt_at <= now()
       AND ($4::timestamptz IS NULL OR next_attempt_at >= $4::timestamptz)
       AND ($3::text[] IS NULL OR type = ANY ($3::text[]))
+    ORDER BY next_attempt_at, id`;
+
+/**
+ * Leases the picked rows: due again when the lease ends, unless a settle or a release
+ * reschedules it first. The update finds its rows through an id array rather than a join, so it
+ * reaches them through the primary key: a join with the picked rows (which the planner guesses
+ * at one) becomes a nested loop that looks up every id for each picked row.
+ */
+const LEASE_PICKED = `
+  claimed AS (
+    UPDATE outbox_event AS e
+    SET attempts = e.attempts + 1,
+        lease_expires_at = now() + make_interval(secs => $2 / 1000.0),
+        next_attempt_at = now() + make_interval(secs => $2 / 1000.0)
+    WHERE e.id = ANY (ARRAY(SELECT id FROM picked))
+    RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
+              e.payload, e.metadata, e.occurred_at, e.causation_id, e.correlation_id,
+              e.attempts, e.deliveries, e.failures, e.dead_at, e.last_error,
+              -- Times the engine reads as numbers travel as epoch ms: the driver parses a
+              -- timestamp's text for each, on every row of every claim.
+              (extract(epoch FROM e.lease_expires_at) * 1000)::float8 AS lease_expires_ms,
+              -- The claim's own clock: handlers' retry times are compared with it.
+              (extract(epoch FROM now()) * 1000)::float8 AS claimed_ms
+  )
+  SELECT claimed.*, (extract(epoch FROM picked.next_attempt_at) * 1000)::float8 AS due_ms
+  FROM claimed
+  JOIN picked USING (id)
+  ORDER BY picked.next_attempt_at, id`;
+
+export const CLAIM = `
+  WITH reserved_dead AS (${DUE_DEAD}
     ORDER BY next_attempt_at, id
+    LIMIT $1::int / 2
+    FOR UPDATE SKIP LOCKED
+  ),
+  due_live AS (${DUE_LIVE}
     LIMIT (SELECT $1::int - count(*) FROM reserved_dead)
     FOR UPDATE SKIP LOCKED
   ),
@@ -59,32 +94,18 @@ export const CLAIM = `
     FOR UPDATE SKIP LOCKED
   ),
   picked AS (
-    SELECT id, next_attempt_at AS due_at FROM reserved_dead
+    SELECT id, next_attempt_at FROM reserved_dead
     UNION ALL SELECT id, next_attempt_at FROM due_live
     UNION ALL SELECT id, next_attempt_at FROM spare_dead
-  ),
-  claimed AS (
-    UPDATE outbox_event AS e
-    SET attempts = e.attempts + 1,
-        lease_expires_at = now() + make_interval(secs => $2 / 1000.0),
-        -- Due again when the lease ends, unless a settle or a release reschedules it first.
-        next_attempt_at = now() + make_interval(secs => $2 / 1000.0)
-    -- An id array rather than a join, so the update reaches its rows through the primary key
-    -- instead of a hash join over the whole table.
-    WHERE e.id = ANY (ARRAY(SELECT id FROM picked))
-    RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
-              e.payload, e.metadata, e.occurred_at, e.causation_id, e.correlation_id,
-              e.attempts, e.deliveries, e.failures, e.dead_at, e.last_error,
-              -- Times the engine reads as numbers travel as epoch ms: the driver parses a
-              -- timestamp's text for each, on every row of every claim.
-              (extract(epoch FROM e.lease_expires_at) * 1000)::float8 AS lease_expires_ms,
-              -- The claim's own clock: handlers' retry times are compared with it.
-              (extract(epoch FROM now()) * 1000)::float8 AS claimed_ms
-  )
-  SELECT claimed.*, (extract(epoch FROM picked.due_at) * 1000)::float8 AS due_ms
-  FROM claimed
-  JOIN picked USING (id)
-  ORDER BY picked.due_at, id
+  ),${LEASE_PICKED}
+`;
+
+/** `CLAIM` without dead rows: the live share takes the whole limit. */
+export const CLAIM_LIVE = `
+  WITH picked AS (${DUE_LIVE}
+    LIMIT $1::int
+    FOR UPDATE SKIP LOCKED
+  ),${LEASE_PICKED}
 `;
 
 /** $1 limit, $2 lease ms, $3 types (text[] or null), $4 live rows due from (or null: all). */

@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { ok, type OutboxResult } from '../outbox.result';
 import { StoreClient, type OutboxStoreOptions } from '../store.client';
-import { CLAIM, claimParameters, toRecords } from './claim.sql';
+import { CLAIM, CLAIM_LIVE, claimParameters, toRecords } from './claim.sql';
 import type {
   ClaimOptions,
   DeliveredSettle,
@@ -57,11 +57,13 @@ export class OutboxRepository {
   }
 
   /**
-   * Leases due live and dead rows for `leaseMs`. Claim order is due order: the time each row
-   * became claimable, ties by id (time-ordered UUIDv7, so occurrence order for generated ids).
+   * Leases due live rows, and due dead rows unless `includeDead` is false, for `leaseMs`. Claim
+   * order is due order: the time each row became claimable, ties by id (time-ordered UUIDv7, so
+   * occurrence order for generated ids).
    */
   async claim(options: ClaimOptions): Promise<OutboxResult<OutboxRecord[]>> {
-    return this.client.run('claim', CLAIM, claimParameters(options), toRecords, {
+    const statement = options.includeDead === false ? CLAIM_LIVE : CLAIM;
+    return this.client.run('claim', statement, claimParameters(options), toRecords, {
       // A claim lost in a server crash only makes its rows claimable again at once, which is
       // what a lease that never happened should mean; settles keep the server's durability.
       asyncCommit: true,
