@@ -17,7 +17,7 @@ export const mixedLatency: Scenario = {
         {
           figure: `mixed handlers: latency at ${RATE_PER_SECOND}/s p50 / p95 / p99 / max`,
           value: `${ms(summary.p50)} / ${ms(summary.p95)} / ${ms(summary.p99)} / ${ms(summary.max, 0)}`,
-          target: 'p99 ≤ 25 ms',
+          target: 'p99 ≤ 10 ms',
         },
       ];
     }),

@@ -73,7 +73,7 @@ export const mixed: Scenario = {
           value:
             `${count(rate)} events/s = ${times(rate / SLOT_BOUND)} of ${count(SLOT_BOUND)}/s` +
             (capped ? ` (${CAP_SECONDS} s cap)` : ''),
-          target: '≥ 0.8 ×',
+          target: '≥ 0.9 ×',
         },
       ];
     }),

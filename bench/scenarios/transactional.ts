@@ -61,7 +61,7 @@ export const transactional: Scenario = {
         {
           figure: 'transactional vs plain effect handler',
           value: `${count(tx)} vs ${count(plain)} events/s = ${times(tx / plain)}`,
-          target: '≥ 0.5 ×',
+          target: '≥ 0.7 ×',
         },
       ];
     }),
