@@ -124,6 +124,7 @@ describe('migrate', () => {
           'OutboxDispatcherReports1769000000000',
           'OutboxOrganizationTypeIndex1770000000000',
           'OutboxAdminChange1771000000000',
+          'OutboxClaimFunction1772000000000',
         ],
       });
       expect(await cli(['migrate', '--url', url])).toEqual({

@@ -8,7 +8,7 @@ import {
   OutboxRepository,
   type OutboxResult,
 } from '@app/outbox';
-import { CLAIM, claimParameters } from '@app/outbox/store/lease/claim.sql';
+import { CLAIM, CLAIM_LIVE_CALL, claimParameters } from '@app/outbox/store/lease/claim.sql';
 import { headAfter } from '@app/outbox/engine/due-range';
 import { NEXT_DUE, PENDING_STATE, pendingStateParameters } from '@app/outbox/store/lease/state.sql';
 import { dropDatabase, withAdminClient } from './support/admin-client';
@@ -17,6 +17,7 @@ import { migratedIndexes } from './support/schema-catalog';
 import { useTestDatabase } from './support/test-database';
 import { ADMIN_URL_ENV, TEMPLATE_ENV, requireRunEnv } from './support/test-run';
 import { holdHorizon } from './support/horizon';
+import { nestedPlans, planNodes, rowsRead, tableScans, type PlanNode } from './support/query-plans';
 
 /**
  * The due indexes: a claim or a plan reads the rows it needs, not the rows resting ahead of them
@@ -64,43 +65,6 @@ async function insertDue(sql: Client, count = DUE): Promise<string[]> {
     [count],
   );
   return rows.map((row) => row.id);
-}
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  'Actual Rows'?: number;
-  'Actual Loops'?: number;
-  'Rows Removed by Filter'?: number;
-  'Rows Removed by Index Recheck'?: number;
-  'Shared Hit Blocks'?: number;
-  'Shared Read Blocks'?: number;
-  'Index Cond'?: string;
-  Plans?: PlanNode[];
-}
-
-function planNodes(node: PlanNode): PlanNode[] {
-  return [node, ...(node.Plans ?? []).flatMap(planNodes)];
-}
-
-/** Scans of outbox_event in a plan (bitmap index scans name no relation; their heap scan does). */
-function tableScans(plan: PlanNode): PlanNode[] {
-  return planNodes(plan).filter(
-    (node) => node['Relation Name'] === 'outbox_event' && node['Node Type'].endsWith('Scan'),
-  );
-}
-
-/**
- * Table rows a scan looked at: those it returned and those it read and threw away. EXPLAIN gives
- * each as a per-loop average.
- */
-function rowsRead(scan: PlanNode): number {
-  const perLoop =
-    (scan['Actual Rows'] ?? 0) +
-    (scan['Rows Removed by Filter'] ?? 0) +
-    (scan['Rows Removed by Index Recheck'] ?? 0);
-  return Math.round(perLoop * (scan['Actual Loops'] ?? 1));
 }
 
 /** The claim under EXPLAIN ANALYZE, rolled back: its plan and the ids it would have claimed. */
@@ -212,6 +176,17 @@ describe('the claim while a long transaction holds the xmin horizon', () => {
       const fromHead = await explainClaim(t.sql, DUE, null, head);
       expect(fromHead.claimed.sort()).toEqual([...due].sort());
       expect(dueIndexBuffers(fromHead.plan)).toBeLessThanOrEqual(3 * DUE);
+
+      // The engine's live claim, through the function, with the plan the server keeps for it.
+      const { plans, rows } = await nestedPlans(
+        t.sql,
+        CLAIM_LIVE_CALL,
+        claimParameters({ limit: DUE, leaseMs: LEASE_MS, dueFrom: head }),
+      );
+      expect(rows.map((r) => r.id).sort()).toEqual([...due].sort());
+      const inner = plans.filter((p) => p.queryText.includes('FOR UPDATE SKIP LOCKED'));
+      expect(inner).toHaveLength(1);
+      expect(dueIndexBuffers(inner[0].plan)).toBeLessThanOrEqual(3 * DUE);
 
       // What the bound saves: from the start of the index the same claim walks every entry (a
       // buffer per heap page of them, as consecutive entries of one page share a buffer visit).

@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Client } from 'pg';
 import * as SQL from '../../libs/outbox/src/store/lease/claim.sql';
+import { rowsRead, tableScans, type PlanNode } from '../../test/support/query-plans';
 import { captureClaim, type CapturedClaim } from '../support/claim-capture';
 import { BACKOFF_ROWS } from '../support/config';
 import { insertEvents, withFreshDatabase } from '../support/database';
@@ -10,31 +11,6 @@ import type { Scenario } from './scenario';
 
 const DUE = 100;
 const TIMED_CLAIMS = 20;
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  'Actual Rows'?: number;
-  'Actual Loops'?: number;
-  'Rows Removed by Filter'?: number;
-  'Rows Removed by Index Recheck'?: number;
-  Plans?: PlanNode[];
-}
-
-/** Scan nodes on outbox_event, with the rows each read: returned plus removed, over all loops. */
-function scansOf(node: PlanNode, found: { node: PlanNode; read: number }[] = []) {
-  if (node['Relation Name'] === 'outbox_event' && node['Node Type'].endsWith('Scan')) {
-    const loops = node['Actual Loops'] ?? 1;
-    const perLoop =
-      (node['Actual Rows'] ?? 0) +
-      (node['Rows Removed by Filter'] ?? 0) +
-      (node['Rows Removed by Index Recheck'] ?? 0);
-    found.push({ node, read: perLoop * loops });
-  }
-  for (const child of node.Plans ?? []) scansOf(child, found);
-  return found;
-}
-
 /** The library's claim statement, in a transaction that is rolled back. */
 async function rolledBack<T>(sql: Client, body: () => Promise<T>): Promise<T> {
   await sql.query('BEGIN');
@@ -95,12 +71,12 @@ export const claimBackoff: Scenario = {
           });
           const plan = plans[0].Plan;
           const claimed = plan['Actual Rows'] ?? 0;
-          const scans = scansOf(plan);
-          const read = scans.reduce((sum, scan) => sum + scan.read, 0);
-          for (const { node, read: n } of scans) {
+          const scans = tableScans(plan);
+          const read = scans.reduce((sum, scan) => sum + rowsRead(scan), 0);
+          for (const node of scans) {
             note(
               `${node['Node Type']}${node['Index Name'] ? ` using ${node['Index Name']}` : ''}: ` +
-                `${count(n)} rows read (${count(node['Rows Removed by Filter'] ?? 0)} removed by filter per loop)`,
+                `${count(rowsRead(node))} rows read (${count(node['Rows Removed by Filter'] ?? 0)} removed by filter per loop)`,
             );
           }
           note(`rows read on outbox_event ${count(read)} for ${count(claimed)} claimed`);

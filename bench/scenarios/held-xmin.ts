@@ -11,6 +11,7 @@ import {
   withFreshDatabase,
   type BenchDatabase,
 } from '../support/database';
+import { nestedPlans, planNodes, type PlanNode } from '../../test/support/query-plans';
 import { formatLatency } from '../support/percentiles';
 import { count, ms, note, times } from '../support/report';
 import type { Scenario } from './scenario';
@@ -19,7 +20,10 @@ const TIMEOUT_MS = 300_000;
 /** 0.5 % of a 20 s burn-down; each poll walks the dead entries the engine skips. */
 const SETTLED_POLL_MS = 100;
 
-/** The claim statements the module sent, as sent (values inlined), newest last. */
+/** What the engine's live claims call (see `CLAIM_LIVE_CALL`). */
+const LIVE_CLAIM = 'outbox_claim_live_v1(';
+
+/** The live claims the module sent, as sent (values inlined), newest last. */
 const sentClaims: string[] = [];
 type Query = (this: Client, ...args: unknown[]) => unknown;
 const prototype = Client.prototype as unknown as { query: Query };
@@ -32,7 +36,7 @@ function recordClaims(on: boolean): void {
   }
   prototype.query = function (this: Client, ...args: unknown[]) {
     const [text] = args;
-    if (typeof text === 'string' && text.includes('FOR UPDATE SKIP LOCKED')) {
+    if (typeof text === 'string' && text.includes(LIVE_CLAIM)) {
       sentClaims.push(text);
       if (sentClaims.length > 100) sentClaims.shift();
     }
@@ -43,7 +47,12 @@ function recordClaims(on: boolean): void {
 /** The claim of a recorded transaction (`BEGIN; SET LOCAL …; <claim>; COMMIT`). */
 function claimOf(sent: string): string {
   const parts = sent.split(';\n');
-  return parts.find((part) => part.includes('FOR UPDATE SKIP LOCKED'))!;
+  return parts.find((part) => part.includes(LIVE_CLAIM))!;
+}
+
+/** The same claim from the start of the due range: its lower bound (the one timestamptz) null. */
+function fromTheStart(claim: string): string {
+  return claim.replace(/'[^']*'::timestamptz/, 'NULL::timestamptz');
 }
 
 /** Burn-down of HELD_XMIN_EVENTS pre-loaded rows through the module, in events/s. */
@@ -62,34 +71,20 @@ async function burnDown(db: BenchDatabase): Promise<number> {
   }
 }
 
-interface PlanNode {
-  'Index Name'?: string;
-  'Shared Hit Blocks'?: number;
-  'Shared Read Blocks'?: number;
-  'Actual Rows'?: number;
-  Plans?: PlanNode[];
-}
-
 function dueIndexBuffers(node: PlanNode): number {
-  const own =
-    node['Index Name'] === 'outbox_event_due_idx'
-      ? (node['Shared Hit Blocks'] ?? 0) + (node['Shared Read Blocks'] ?? 0)
-      : 0;
-  return own + (node.Plans ?? []).reduce((sum, child) => sum + dueIndexBuffers(child), 0);
+  return planNodes(node)
+    .filter((n) => n['Index Name'] === 'outbox_event_due_idx')
+    .reduce((sum, n) => sum + (n['Shared Hit Blocks'] ?? 0) + (n['Shared Read Blocks'] ?? 0), 0);
 }
 
-/** EXPLAIN (ANALYZE, BUFFERS) of `claim`, rolled back: due-index buffers and rows returned. */
+/**
+ * The claim inside the function under EXPLAIN (ANALYZE, BUFFERS) (`auto_explain`), rolled back:
+ * due-index buffers and rows returned.
+ */
 async function explain(sql: Client, claim: string): Promise<{ buffers: number; rows: number }> {
-  await sql.query('BEGIN');
-  try {
-    const { rows } = await sql.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
-      `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${claim}`,
-    );
-    const plan = rows[0]['QUERY PLAN'][0].Plan;
-    return { buffers: dueIndexBuffers(plan), rows: plan['Actual Rows'] ?? 0 };
-  } finally {
-    await sql.query('ROLLBACK');
-  }
+  const { plans } = await nestedPlans(sql, claim);
+  const inner = plans.find((p) => p.queryText.includes('FOR UPDATE SKIP LOCKED'))!.plan;
+  return { buffers: dueIndexBuffers(inner), rows: inner['Actual Rows'] ?? 0 };
 }
 
 /**
@@ -136,10 +131,7 @@ export const heldXmin: Scenario = {
           await insertEvents(db.sql, 100);
           const claim = claimOf(last);
           fromBound = await explain(db.sql, claim);
-          fromStart = await explain(
-            db.sql,
-            claim.replace(/\(('[^']*')::timestamptz IS NULL/, '(NULL::timestamptz IS NULL'),
-          );
+          fromStart = await explain(db.sql, fromTheStart(claim));
           note(
             `one claim of 100 due rows: ${fromBound.buffers} due-index buffers for ` +
               `${fromBound.rows} rows from the engine's bound; ${fromStart.buffers} from the start`,

@@ -82,6 +82,7 @@ export {
   OutboxDispatcherReports1769000000000,
   OutboxOrganizationTypeIndex1770000000000,
   OutboxAdminChange1771000000000,
+  OutboxClaimFunction1772000000000,
 } from './migrations';
 export { OutboxRepository, type OutboxRepositoryOptions } from './store/lease/outbox.repository';
 export type {

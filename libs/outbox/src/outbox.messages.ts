@@ -30,6 +30,10 @@ export const OutboxMessages = {
   unreachableHandler: (name: string, location: string) =>
     `Outbox handler "${name}" on ${location} has no instance the outbox can call at boot; ` +
     `register its class as a singleton provider (class, factory or value) of a module in the app`,
+  claimFunctionMissing: (name: string, migration: string, lookAgainMs: number) =>
+    `Outbox claim function ${name} not found through search_path: claims run without it, at ` +
+    `about twice the database's planning cost, until migration ${migration} has run ` +
+    `(looked up again every ${lookAgainMs / 1000} s)`,
   unhandledType: (eventType: string) =>
     `Outbox event type "${eventType}" has no handler in this application: its events are marked ` +
     `delivered without running anything. Subscribe a handler to it, or stop emitting it`,

@@ -1,4 +1,4 @@
-import { CLAIM as CLAIM_ANY, CLAIM_LIVE } from '@app/outbox/store/lease/claim.sql';
+import { CLAIM as CLAIM_ANY, CLAIM_LIVE, CLAIM_LIVE_CALL } from '@app/outbox/store/lease/claim.sql';
 import { RELEASE } from '@app/outbox/store/lease/release.sql';
 import { MARK_DELIVERED, MARK_FAILED } from '@app/outbox/store/lease/settle.sql';
 import { tally } from '../support/counts';
@@ -19,7 +19,7 @@ const opening = (sql: string) =>
     .trim()
     .slice(0, 40)
     .replace(/[%_\\]/g, '\\$&')}%`;
-const CLAIM = [CLAIM_ANY, CLAIM_LIVE].map(opening);
+const CLAIM = [CLAIM_ANY, CLAIM_LIVE, CLAIM_LIVE_CALL].map(opening);
 const SETTLE = [MARK_DELIVERED, MARK_FAILED, RELEASE].map(opening);
 
 /**

@@ -6,6 +6,7 @@ import { OutboxDiscard1768000000000 } from './1768000000000-outbox-discard';
 import { OutboxDispatcherReports1769000000000 } from './1769000000000-outbox-dispatcher';
 import { OutboxOrganizationTypeIndex1770000000000 } from './1770000000000-outbox-organization-type-index';
 import { OutboxAdminChange1771000000000 } from './1771000000000-outbox-admin-change';
+import { OutboxClaimFunction1772000000000 } from './1772000000000-outbox-claim-function';
 
 /** The outbox's migrations, in order: add them to your DataSource's `migrations`. */
 export const OUTBOX_MIGRATIONS = [
@@ -17,6 +18,7 @@ export const OUTBOX_MIGRATIONS = [
   OutboxDispatcherReports1769000000000,
   OutboxOrganizationTypeIndex1770000000000,
   OutboxAdminChange1771000000000,
+  OutboxClaimFunction1772000000000,
 ];
 
 export {
@@ -28,4 +30,5 @@ export {
   OutboxDispatcherReports1769000000000,
   OutboxOrganizationTypeIndex1770000000000,
   OutboxAdminChange1771000000000,
+  OutboxClaimFunction1772000000000,
 };

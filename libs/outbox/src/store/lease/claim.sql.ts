@@ -100,13 +100,39 @@ export const CLAIM = `
   ),${LEASE_PICKED}
 `;
 
-/** `CLAIM` without dead rows: the live share takes the whole limit. */
+/**
+ * `CLAIM` without dead rows: the live share takes the whole limit. Sent only while the database
+ * lacks `outbox_claim_live_v1`, which runs the same claim from plans it keeps (`CLAIM_LIVE_CALL`).
+ */
 export const CLAIM_LIVE = `
   WITH picked AS (${DUE_LIVE}
     LIMIT $1::int
     FOR UPDATE SKIP LOCKED
   ),${LEASE_PICKED}
 `;
+
+/**
+ * `CLAIM_LIVE` through `outbox_claim_live_v1` (migration `OutboxClaimFunction1772000000000`),
+ * the same rows in the same shape: the server plans this call, not the claim, on every claim.
+ */
+export const CLAIM_LIVE_CALL = `
+  SELECT (c.event).id, (c.event).type, (c.event).aggregate_type, (c.event).aggregate_id,
+         (c.event).organization_id, (c.event).request_id, (c.event).payload, (c.event).metadata,
+         (c.event).occurred_at, (c.event).causation_id, (c.event).correlation_id,
+         (c.event).attempts, (c.event).deliveries, (c.event).failures, (c.event).dead_at,
+         (c.event).last_error,
+         (extract(epoch FROM (c.event).lease_expires_at) * 1000)::float8 AS lease_expires_ms,
+         (extract(epoch FROM now()) * 1000)::float8 AS claimed_ms,
+         c.due_ms
+  FROM outbox_claim_live_v1($1::int, $2::float8, $3::text[], $4::timestamptz)
+       WITH ORDINALITY AS c (event, due_ms, position)
+  ORDER BY c.position
+`;
+
+/** Whether this database has the claim function, found through search_path as the call is. */
+export const CLAIM_FUNCTION_PRESENT = `
+  SELECT to_regprocedure('outbox_claim_live_v1(integer, double precision, text[], timestamptz)')
+           IS NOT NULL AS present`;
 
 /** $1 limit, $2 lease ms, $3 types (text[] or null), $4 live rows due from (or null: all). */
 export function claimParameters(options: ClaimOptions): unknown[] {

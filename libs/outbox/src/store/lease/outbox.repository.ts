@@ -1,7 +1,15 @@
 import type { DataSource } from 'typeorm';
 import { ok, type OutboxResult } from '../outbox.result';
 import { StoreClient, type OutboxStoreOptions } from '../store.client';
-import { CLAIM, CLAIM_LIVE, claimParameters, toRecords } from './claim.sql';
+import {
+  CLAIM,
+  CLAIM_FUNCTION_PRESENT,
+  CLAIM_LIVE,
+  CLAIM_LIVE_CALL,
+  claimParameters,
+  toRecords,
+} from './claim.sql';
+import { ClaimFunction, UNDEFINED_FUNCTION } from './claim-function';
 import type {
   ClaimOptions,
   DeliveredSettle,
@@ -52,6 +60,12 @@ const DEFAULT_COUNT_LIMIT = 1000;
 export class OutboxRepository {
   private readonly client: StoreClient;
 
+  private readonly claimFunction = new ClaimFunction(() =>
+    this.client.run('claim', CLAIM_FUNCTION_PRESENT, [], (rows: { present: boolean }[]) =>
+      Boolean(rows[0]?.present),
+    ),
+  );
+
   constructor(dataSource: DataSource, options: OutboxRepositoryOptions = {}) {
     this.client = new StoreClient(dataSource, options);
   }
@@ -62,7 +76,16 @@ export class OutboxRepository {
    * occurrence order for generated ids).
    */
   async claim(options: ClaimOptions): Promise<OutboxResult<OutboxRecord[]>> {
-    const statement = options.includeDead === false ? CLAIM_LIVE : CLAIM;
+    if (options.includeDead !== false) return this.runClaim(CLAIM, options);
+    const throughFunction = await this.claimFunction.use();
+    const result = await this.runClaim(throughFunction ? CLAIM_LIVE_CALL : CLAIM_LIVE, options);
+    if (throughFunction && !result.ok && result.error.code === UNDEFINED_FUNCTION) {
+      this.claimFunction.forget();
+    }
+    return result;
+  }
+
+  private runClaim(statement: string, options: ClaimOptions) {
     return this.client.run('claim', statement, claimParameters(options), toRecords, {
       // A claim lost in a server crash only makes its rows claimable again at once, which is
       // what a lease that never happened should mean; settles keep the server's durability.
