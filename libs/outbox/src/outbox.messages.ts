@@ -31,8 +31,8 @@ export const OutboxMessages = {
     `Outbox handler "${name}" on ${location} has no instance the outbox can call at boot; ` +
     `register its class as a singleton provider (class, factory or value) of a module in the app`,
   claimFunctionMissing: (name: string, migration: string, lookAgainMs: number) =>
-    `Outbox claim function ${name} not found through search_path: claims run without it, at ` +
-    `about twice the database's planning cost, until migration ${migration} has run ` +
+    `Outbox claim function ${name} not found through search_path: until migration ` +
+    `${migration} has run, the server parses and plans every claim afresh ` +
     `(looked up again every ${lookAgainMs / 1000} s)`,
   unhandledType: (eventType: string) =>
     `Outbox event type "${eventType}" has no handler in this application: its events are marked ` +
