@@ -50,13 +50,14 @@ async function insertEveryState(): Promise<number[]> {
   await t.sql.query(`
     INSERT INTO outbox_event
       (id, type, aggregate_type, aggregate_id, payload, attempts, next_attempt_at,
-       lease_expires_at, dispatched_at, dead_at, discarded_at, deliveries, failures)
+       lease_expires_at, dispatched_at, dead_at, discarded_at, deliveries, failures, ordering_key)
     SELECT gen_random_uuid(), CASE WHEN g % 3 = 0 THEN 'b' ELSE 'a' END, 'agg', g::text,
            jsonb_build_object('n', g), CASE WHEN g = 4 THEN 2 ELSE 0 END,
            now() - interval '1 hour' + g * interval '1 second', NULL, NULL, NULL, NULL,
            CASE WHEN g = 4 THEN '{"done": "2026-01-01T00:00:00Z"}'::jsonb ELSE '{}' END,
            CASE WHEN g = 4 THEN '{"flaky": {"count": 1, "retryAt": "2026-01-01T00:00:00Z"}}'::jsonb
-                ELSE '{}' END
+                ELSE '{}' END,
+           CASE WHEN g % 2 = 0 THEN 'key:' || g END
     FROM generate_series(1, 10) AS g;
     INSERT INTO outbox_event
       (id, type, aggregate_type, aggregate_id, payload, attempts, next_attempt_at,
@@ -119,6 +120,7 @@ describe('outbox_claim_live_v1', () => {
       due.map(() => LEASE_MS),
     );
     expect(all.find((r) => r.attempts === 3)).toMatchObject({
+      orderingKey: 'key:4',
       deliveries: { done: '2026-01-01T00:00:00Z' },
       failures: { flaky: { count: 1, retryAt: '2026-01-01T00:00:00Z' } },
     });

@@ -209,6 +209,10 @@ describe('outbox lease proof', () => {
     const conflict = enqueue(event({ id, payload: { version: 2 } }));
     await expect(conflict).rejects.toBeInstanceOf(OutboxEventConflictError);
     await expect(conflict).rejects.toMatchObject({ eventId: id, storedType: 'invoice.paid' });
+    // Another ordering key is another event, even when the aggregate's key would be the same.
+    await expect(
+      enqueue(event({ id, payload: { version: 1 }, orderingKey: 'invoice:inv-1' })),
+    ).rejects.toBeInstanceOf(OutboxEventConflictError);
     // A conflicting copy among new events: the transaction rolls back, so none is written.
     const fresh = randomUUID();
     await expect(

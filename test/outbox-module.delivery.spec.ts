@@ -176,6 +176,7 @@ describe('OutboxModule delivery', () => {
         occurredAt: expect.any(Date),
         causationId: null,
         correlationId: null,
+        orderingKey: 'invoice:inv-1',
       });
       expect(call.ctx).toMatchObject({
         handlerName: call.handler,
@@ -190,6 +191,18 @@ describe('OutboxModule delivery', () => {
       'audit-log',
       'notification-fanout',
       'webhook-fanout',
+    ]);
+  });
+
+  it('a handler sees the ordering key the event was emitted with', async () => {
+    await dataSource.transaction((manager) =>
+      publisher.emit(paid({ orderingKey: 'account:42' }), { manager }),
+    );
+    await drainUntilIdle();
+    expect(calls.map((call) => call.event.orderingKey)).toEqual([
+      'account:42',
+      'account:42',
+      'account:42',
     ]);
   });
 

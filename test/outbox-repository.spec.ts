@@ -127,6 +127,21 @@ describe('OutboxEmitStore.enqueue', () => {
       'Invalid outbox event: correlationId must be a non-empty string, got ""',
     ],
     [
+      { orderingKey: '  ' },
+      'orderingKey',
+      'Invalid outbox event: orderingKey must be a non-empty string, got "  "',
+    ],
+    [
+      { orderingKey: 42 },
+      'orderingKey',
+      'Invalid outbox event: orderingKey must be a non-empty string, got 42',
+    ],
+    [
+      { orderingKey: 'k'.repeat(257) },
+      'orderingKey',
+      `Invalid outbox event: orderingKey must be a string of at most 256 characters (got 257), got "${'k'.repeat(64)}…"`,
+    ],
+    [
       { metadata: [1] },
       'metadata',
       'Invalid outbox event: metadata must be a JSON object, got [1]',
@@ -152,6 +167,7 @@ describe('OutboxEmitStore.enqueue', () => {
           metadata: { traceparent: '00-ab' },
           causationId: '0190A000-0000-7000-8000-00000000000A',
           correlationId: 'corr-1',
+          orderingKey: 'k'.repeat(256),
         },
         {
           ...good,
@@ -168,7 +184,7 @@ describe('OutboxEmitStore.enqueue', () => {
     expect(ids[0]).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7/);
     const { rows } = await sql.query(
       `SELECT id, type, aggregate_type, aggregate_id, organization_id, request_id, payload, metadata,
-              causation_id, correlation_id,
+              causation_id, correlation_id, ordering_key,
               attempts, deliveries, dispatched_at, dead_at, occurred_at = next_attempt_at AS due_now
        FROM outbox_event ORDER BY id`,
     );
@@ -184,6 +200,7 @@ describe('OutboxEmitStore.enqueue', () => {
         metadata: { traceparent: '00-ab' },
         causation_id: '0190a000-0000-7000-8000-00000000000a',
         correlation_id: 'corr-1',
+        ordering_key: 'k'.repeat(256),
         attempts: 0,
         deliveries: {},
         dispatched_at: null,
@@ -197,6 +214,7 @@ describe('OutboxEmitStore.enqueue', () => {
         organization_id: null,
         causation_id: null,
         correlation_id: null,
+        ordering_key: null,
       }),
     ]);
   });

@@ -61,6 +61,7 @@ describe('outbox schema', () => {
       'failures',
       'discarded_at',
       'discard_reason',
+      'ordering_key',
     ]);
 
     const primaryKey = await db.dataSource.query<{ definition: string }[]>(

@@ -262,6 +262,7 @@ describe('audit log', () => {
       occurredAt: new Date(),
       causationId: null,
       correlationId: null,
+      orderingKey: `spec:direct-${n}`,
     };
   }
 

@@ -13,6 +13,11 @@ export interface OutboxEvent<P = unknown> {
   causationId: string | null;
   /** The chain this event belongs to, or null (see `NewOutboxEvent.correlationId`). */
   correlationId: string | null;
+  /**
+   * The key that orders this event: `NewOutboxEvent.orderingKey` when the emitter set one, else
+   * `aggregateType + ':' + aggregateId`.
+   */
+  orderingKey: string;
 }
 
 /** An event to write to the outbox, inside the caller's transaction. */
@@ -40,6 +45,11 @@ export interface NewOutboxEvent<P = unknown> {
    * has none, so every event of a chain shares the id of its first event.
    */
   correlationId?: string | null;
+  /**
+   * The key that orders this event among others (a non-empty string of at most 256
+   * characters, for example `account:42`); `aggregateType + ':' + aggregateId` when absent.
+   */
+  orderingKey?: string | null;
 }
 
 /** Payload of the `outbox.event.dead` announcement. */

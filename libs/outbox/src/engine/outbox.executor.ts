@@ -248,6 +248,7 @@ function toEvent(record: OutboxRecord): OutboxEvent {
     occurredAt: record.occurredAt,
     causationId: record.causationId,
     correlationId: record.correlationId,
+    orderingKey: record.orderingKey,
   };
 }
 

@@ -18,6 +18,7 @@ const event: OutboxEvent = {
   occurredAt: new Date(0),
   causationId: null,
   correlationId: null,
+  orderingKey: 'thing:t-1',
 };
 
 describe('EventDispatcher.deliver', () => {

@@ -13,6 +13,14 @@ export interface EventRow {
   occurred_at: Date;
   causation_id: string | null;
   correlation_id: string | null;
+  ordering_key: string | null;
+}
+
+/** An event's ordering key: the one it was emitted with, else its aggregate's. */
+export function orderingKeyOf(
+  row: Pick<EventRow, 'ordering_key' | 'aggregate_type' | 'aggregate_id'>,
+): string {
+  return row.ordering_key ?? `${row.aggregate_type}:${row.aggregate_id}`;
 }
 
 /** The event of a row, as handlers and operators see it. */
@@ -29,5 +37,6 @@ export function toEvent(row: EventRow): OutboxEvent {
     occurredAt: row.occurred_at,
     causationId: row.causation_id,
     correlationId: row.correlation_id,
+    orderingKey: orderingKeyOf(row),
   };
 }

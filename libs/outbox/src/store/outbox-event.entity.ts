@@ -94,6 +94,9 @@ export class OutboxEventEntity {
   @Column({ name: 'correlation_id', type: 'text', nullable: true })
   correlationId!: string | null;
 
+  @Column({ name: 'ordering_key', type: 'text', nullable: true })
+  orderingKey!: string | null;
+
   // See `metadata` for why the default is a JSON value.
   @Column({ type: 'jsonb', default: {} })
   failures!: Record<string, HandlerFailure>;

@@ -43,7 +43,8 @@ const EVENT_FILTER = `
  */
 const FIND_EVENTS = `
   SELECT id, type, aggregate_type, aggregate_id, organization_id, request_id, payload, metadata,
-         occurred_at, causation_id, correlation_id, attempts, deliveries, dispatched_at, dead_at
+         occurred_at, causation_id, correlation_id, ordering_key, attempts, deliveries,
+         dispatched_at, dead_at
   FROM outbox_event
   WHERE ${EVENT_FILTER}
   ORDER BY occurred_at, id

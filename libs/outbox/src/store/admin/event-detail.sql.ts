@@ -20,7 +20,8 @@ export const EVENT_STATE = `
 /** The columns of one event whole, as `toDetail` maps them. */
 export const EVENT_DETAIL_COLUMNS = `
   id, type, aggregate_type, aggregate_id, organization_id, request_id, payload, metadata,
-  occurred_at, causation_id, correlation_id, attempts, deliveries, failures, last_error,
+  occurred_at, causation_id, correlation_id, ordering_key, attempts, deliveries, failures,
+  last_error,
   lease_expires_at,
   CASE WHEN dispatched_at IS NULL AND discarded_at IS NULL THEN ${NEXT_ATTEMPT} END
     AS next_attempt_at,

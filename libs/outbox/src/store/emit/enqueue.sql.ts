@@ -14,6 +14,7 @@ export const ENQUEUE_COLUMNS = [
   'metadata',
   'causation_id',
   'correlation_id',
+  'ordering_key',
 ] as const;
 
 /** Rows per enqueue statement, far below PostgreSQL's 65,535 bind parameters. */
@@ -75,12 +76,12 @@ export const FIND_CONFLICTING = `
   -- emitted again from a retried request carries another one and is still the same event.
   WHERE (e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
          e.payload, e.metadata - '{${TRACE_CONTEXT_KEYS.join(',')}}'::text[], e.causation_id,
-         e.correlation_id)
+         e.correlation_id, e.ordering_key)
         IS DISTINCT FROM
         (s.doc->>'type', s.doc->>'aggregate_type', s.doc->>'aggregate_id',
          s.doc->>'organization_id', s.doc->>'request_id', s.doc->'payload',
          (s.doc->'metadata') - '{${TRACE_CONTEXT_KEYS.join(',')}}'::text[],
-         (s.doc->>'causation_id')::uuid, s.doc->>'correlation_id')
+         (s.doc->>'causation_id')::uuid, s.doc->>'correlation_id', s.doc->>'ordering_key')
 `;
 
 /** The columns of ENQUEUE_COLUMNS for each row, then the channel when `channel` is given. */
@@ -96,6 +97,7 @@ export function enqueueParameters(rows: readonly OutboxRow[], channel: string | 
     JSON.stringify(row.metadata),
     row.causation_id,
     row.correlation_id,
+    row.ordering_key,
   ]);
   if (channel !== null) parameters.push(channel);
   return parameters;

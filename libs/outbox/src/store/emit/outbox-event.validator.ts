@@ -41,6 +41,7 @@ export function toOutboxRow(event: NewOutboxEvent): OutboxRow {
     metadata,
     causation_id: causationId === null ? null : requireUuid('causationId', causationId),
     correlation_id: optionalText('correlationId', event.correlationId),
+    ordering_key: optionalOrderingKey(event.orderingKey),
   };
 }
 
@@ -72,6 +73,21 @@ function requireText(field: string, value: unknown): string {
 function optionalText(field: string, value: unknown): string | null {
   if (value === undefined || value === null) return null;
   return requireText(field, value);
+}
+
+/** Longest ordering key: a key is compared and indexed on every ordered claim. */
+export const MAX_ORDERING_KEY_LENGTH = 256;
+
+function optionalOrderingKey(value: unknown): string | null {
+  const key = optionalText('orderingKey', value);
+  if (key !== null && key.length > MAX_ORDERING_KEY_LENGTH) {
+    throw new InvalidOutboxEventError(
+      'orderingKey',
+      `${key.slice(0, MAX_ECHOED_LENGTH)}…`,
+      `a string of at most ${MAX_ORDERING_KEY_LENGTH} characters (got ${key.length})`,
+    );
+  }
+  return key;
 }
 
 function assertJson(eventType: string, root: string, value: unknown): void {

@@ -1,5 +1,5 @@
 import type { HandlerFailure } from '../outbox-event.entity';
-import type { EventRow } from '../event-row.mapping';
+import { orderingKeyOf, type EventRow } from '../event-row.mapping';
 import { typeFilter } from '../store.client';
 import type { ClaimOptions, OutboxRecord } from './lease.types';
 
@@ -64,7 +64,7 @@ const LEASE_PICKED = `
     WHERE e.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
               e.payload, e.metadata, e.occurred_at, e.causation_id, e.correlation_id,
-              e.attempts, e.deliveries, e.failures, e.dead_at, e.last_error,
+              e.ordering_key, e.attempts, e.deliveries, e.failures, e.dead_at, e.last_error,
               -- Times the engine reads as numbers travel as epoch ms: the driver parses a
               -- timestamp's text for each, on every row of every claim.
               (extract(epoch FROM e.lease_expires_at) * 1000)::float8 AS lease_expires_ms,
@@ -119,7 +119,7 @@ export const CLAIM_LIVE_CALL = `
   SELECT (c.event).id, (c.event).type, (c.event).aggregate_type, (c.event).aggregate_id,
          (c.event).organization_id, (c.event).request_id, (c.event).payload, (c.event).metadata,
          (c.event).occurred_at, (c.event).causation_id, (c.event).correlation_id,
-         (c.event).attempts, (c.event).deliveries, (c.event).failures, (c.event).dead_at,
+         (c.event).ordering_key, (c.event).attempts, (c.event).deliveries, (c.event).failures, (c.event).dead_at,
          (c.event).last_error,
          (extract(epoch FROM (c.event).lease_expires_at) * 1000)::float8 AS lease_expires_ms,
          (extract(epoch FROM now()) * 1000)::float8 AS claimed_ms,
@@ -176,6 +176,7 @@ export function toRecords(rows: ClaimedRow[]): OutboxRecord[] {
     occurredAt: row.occurred_at,
     causationId: row.causation_id,
     correlationId: row.correlation_id,
+    orderingKey: orderingKeyOf(row),
     attempts: row.attempts,
     claimedAt: shared(row.claimed_ms),
     dueAt: new Date(row.due_ms),
