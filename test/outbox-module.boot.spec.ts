@@ -187,10 +187,47 @@ describe('OutboxModule boot failures', () => {
     });
     try {
       expect(app.get(EventDispatcher).policies('webhook.delivery')).toEqual([
-        { name: 'webhook-sender', policy: { retry: [10, 20], maxAttempts: 3 }, budgetMs: 50 },
+        {
+          name: 'webhook-sender',
+          policy: { retry: [10, 20], maxAttempts: 3, ordered: null },
+          budgetMs: 50,
+        },
       ]);
     } finally {
       await app.close();
+    }
+  });
+
+  it("an ordered handler's ordering comes from the decorator or the handlers option, checked at boot", async () => {
+    @Injectable()
+    class Ledger {
+      @OnOutboxEvent('ledger', { events: ['account.credited'], ordered: true })
+      handle() {}
+    }
+    const bad = await bootFailure([Ledger], {
+      handlers: { ledger: { ordered: { onDead: 'later' } as never } },
+    });
+    expect(bad).toBeInstanceOf(InvalidOutboxHandlerPolicyError);
+    expect(bad.message).toContain(
+      `Outbox handler "ledger" on Ledger.handle (with handlers.ledger of the module options) has ordered {"onDead":"later"}`,
+    );
+
+    for (const [handlers, ordered] of [
+      [undefined, { onDead: 'block' }],
+      [{ ledger: { ordered: { onDead: 'skip' } } }, { onDead: 'skip' }],
+    ] as const) {
+      const app = await createOutboxApp({
+        url: db.url,
+        outbox: { autoStart: false, handlers },
+        providers: [Ledger],
+      });
+      try {
+        expect(app.get(EventDispatcher).policies('account.credited')[0].policy.ordered).toEqual(
+          ordered,
+        );
+      } finally {
+        await app.close();
+      }
     }
   });
 

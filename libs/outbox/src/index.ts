@@ -67,6 +67,7 @@ export {
   type OnOutboxEventOptions,
   type OutboxHandlerFn,
   type OutboxIsolationLevel,
+  type OutboxOrderedOnDead,
   type TransactionalHandlerContext,
 } from './handlers/outbox-handler.types';
 

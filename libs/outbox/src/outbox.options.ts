@@ -194,6 +194,8 @@ export interface OutboxHandlerOverride {
   /** A list replaces the decorator's retry and, unless `maxAttempts` is set here, its attempts. */
   retry?: HandlerRetry;
   maxAttempts?: number;
+  /** `true`, `false` or `{ onDead: 'block' | 'skip' }`: see `OnOutboxEventOptions.ordered`. */
+  ordered?: boolean | { onDead?: 'block' | 'skip' };
 }
 
 type Resolved<T> = {

@@ -164,3 +164,31 @@ describe('EventDispatcher: a handler with its own timeoutMs', () => {
     expect(outcomes).toEqual([{ handlerName: 'late-commit', ok: true }]);
   });
 });
+
+describe('EventDispatcher: ordered handlers', () => {
+  it("keeps each handler's ordering, the module's handlers option over the decorator's", () => {
+    const dispatcher = new EventDispatcher({
+      handlerTimeoutMs: 1000,
+      handlers: { ledger: { ordered: { onDead: 'skip' } } },
+    });
+    const handle = () => undefined;
+    dispatcher.register({
+      name: 'ledger',
+      events: ['thing.happened'],
+      ordered: true,
+      handle,
+      location: 'L',
+    });
+    dispatcher.register({ name: 'audit', events: '*', ordered: true, handle, location: 'A' });
+    dispatcher.register({ name: 'mailer', events: ['thing.happened'], handle, location: 'M' });
+
+    const ordering = Object.fromEntries(
+      dispatcher.policies('thing.happened').map((h) => [h.name, h.policy.ordered]),
+    );
+    expect(ordering).toEqual({
+      ledger: { onDead: 'skip' },
+      audit: { onDead: 'block' },
+      mailer: null,
+    });
+  });
+});

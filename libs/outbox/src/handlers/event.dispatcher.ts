@@ -48,6 +48,8 @@ export interface OutboxHandlerRegistration {
   retry?: OnOutboxEventOptions['retry'];
   /** The handler's own attempts; the module's `maxAttempts` when absent. */
   maxAttempts?: number;
+  /** One event of a key at a time, in commit order (see `OnOutboxEventOptions`). */
+  ordered?: OnOutboxEventOptions['ordered'];
   handle: OutboxHandlerFn;
   /** Where the handler is declared (`Class.method`), for error messages. */
   location: string;
@@ -121,6 +123,7 @@ export class EventDispatcher {
     this.defaultPolicy = {
       retry: options.retry ?? DEFAULT_RETRY,
       maxAttempts: options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+      ordered: null,
     };
   }
 
@@ -179,6 +182,7 @@ export class EventDispatcher {
       maxAttempts: replacesRetry
         ? override.maxAttempts
         : (override.maxAttempts ?? declared.maxAttempts),
+      ordered: override.ordered ?? declared.ordered,
     };
   }
 

@@ -1,5 +1,6 @@
 import { InvalidOutboxHandlerPolicyError } from '../outbox.errors';
 import { retryDelayMs, type BackoffSettings } from './retry-backoff.util';
+import type { OutboxOrderedOnDead } from './outbox-handler.types';
 
 /** Node runs a timer with a longer delay after 1 ms; no delay may exceed it. */
 const MAX_DELAY_MS = 2_147_483_647;
@@ -9,6 +10,39 @@ export interface HandlerPolicy {
   retry: BackoffSettings | readonly number[];
   /** Runs of this handler that may fail before the event is dead for it. */
   maxAttempts: number;
+  /** Set for an ordered handler: what a dead event does to its key (see `resolveOrdering`). */
+  ordered: { onDead: OutboxOrderedOnDead } | null;
+}
+
+const ON_DEAD: readonly OutboxOrderedOnDead[] = ['block', 'skip'];
+
+/** Checks a handler's `ordered`: `true`, `false` or `{ onDead: 'block' | 'skip' }`. */
+export function resolveOrdering(handler: {
+  name: string;
+  location: string;
+  ordered?: unknown;
+}): HandlerPolicy['ordered'] {
+  const { name, location, ordered } = handler;
+  if (ordered === undefined || ordered === false) return null;
+  if (ordered === true) return { onDead: 'block' };
+  const onDead: unknown =
+    typeof ordered === 'object' && ordered !== null && !Array.isArray(ordered)
+      ? ((ordered as { onDead?: unknown }).onDead ?? 'block')
+      : undefined;
+  const unknownKeys =
+    typeof ordered === 'object' && ordered !== null
+      ? Object.keys(ordered).filter((key) => key !== 'onDead')
+      : [];
+  if (unknownKeys.length > 0 || !ON_DEAD.includes(onDead as OutboxOrderedOnDead)) {
+    throw new InvalidOutboxHandlerPolicyError(
+      name,
+      location,
+      unknownKeys.length > 0 ? `ordered.${unknownKeys[0]}` : 'ordered',
+      ordered,
+      "true, false or { onDead: 'block' | 'skip' }",
+    );
+  }
+  return { onDead: onDead as OutboxOrderedOnDead };
 }
 
 /** Delay before the next run of a handler that has now failed `failures` times. */
@@ -31,9 +65,22 @@ function isSchedule(retry: HandlerPolicy['retry']): retry is readonly number[] {
  * schedule without `maxAttempts` allows one attempt more than it has delays.
  */
 export function resolveHandlerPolicy(
-  handler: { name: string; location: string; retry?: unknown; maxAttempts?: unknown },
-  defaults: HandlerPolicy,
+  handler: {
+    name: string;
+    location: string;
+    retry?: unknown;
+    maxAttempts?: unknown;
+    ordered?: unknown;
+  },
+  defaults: Omit<HandlerPolicy, 'ordered'>,
 ): HandlerPolicy {
+  return { ...resolveRetry(handler, defaults), ordered: resolveOrdering(handler) };
+}
+
+function resolveRetry(
+  handler: { name: string; location: string; retry?: unknown; maxAttempts?: unknown },
+  defaults: Omit<HandlerPolicy, 'ordered'>,
+): Omit<HandlerPolicy, 'ordered'> {
   const { name, location, retry, maxAttempts } = handler;
   const refuse = (field: string, value: unknown, expected: string): never => {
     throw new InvalidOutboxHandlerPolicyError(name, location, field, value, expected);

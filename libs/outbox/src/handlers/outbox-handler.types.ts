@@ -76,7 +76,17 @@ export interface OnOutboxEventOptions {
    * `maxAttempts` when absent, or one more than the delays of a `retry` list.
    */
   maxAttempts?: number;
+  /**
+   * Runs this handler on the events of one ordering key (`event.orderingKey`) one at a time, in
+   * the order their transactions committed. `onDead` says what a dead event does to its key for
+   * this handler: `'block'` (the default) holds the key until the event is replayed and delivered
+   * or discarded; `'skip'` lets the next event run.
+   */
+  ordered?: boolean | { onDead?: OutboxOrderedOnDead };
 }
+
+/** What a dead event does to its key for an ordered handler (see `OnOutboxEventOptions.ordered`). */
+export type OutboxOrderedOnDead = 'block' | 'skip';
 
 /** What `EventDispatcher.deliver` reports for one handler. */
 export type HandlerOutcome =

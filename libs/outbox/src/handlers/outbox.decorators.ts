@@ -10,6 +10,7 @@ export interface OutboxHandlerMetadata {
   transaction?: OnOutboxEventOptions['transaction'];
   retry?: OnOutboxEventOptions['retry'];
   maxAttempts?: number;
+  ordered?: OnOutboxEventOptions['ordered'];
 }
 
 /**
@@ -30,4 +31,5 @@ export const OnOutboxEvent = (name: string, options: OnOutboxEventOptions): Meth
     transaction: options?.transaction,
     retry: options?.retry,
     maxAttempts: options?.maxAttempts,
+    ordered: options?.ordered,
   });

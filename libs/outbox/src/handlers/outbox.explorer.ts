@@ -93,6 +93,7 @@ export class OutboxExplorer implements OnModuleInit {
         transaction: metadata.transaction,
         retry: metadata.retry,
         maxAttempts: metadata.maxAttempts,
+        ordered: metadata.ordered,
         handle: (event, context) =>
           (instance[methodName] as OutboxHandlerFn).call(instance, event, context),
         location: `${className}.${methodName}`,
