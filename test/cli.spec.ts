@@ -125,7 +125,7 @@ describe('migrate', () => {
           'OutboxOrganizationTypeIndex1770000000000',
           'OutboxAdminChange1771000000000',
           'OutboxClaimFunction1772000000000',
-          'OutboxOrderingKey1773000000000',
+          'OutboxOrdering1773000000000',
         ],
       });
       expect(await cli(['migrate', '--url', url])).toEqual({

@@ -62,6 +62,7 @@ describe('outbox schema', () => {
       'discarded_at',
       'discard_reason',
       'ordering_key',
+      'ordering_position',
     ]);
 
     const primaryKey = await db.dataSource.query<{ definition: string }[]>(

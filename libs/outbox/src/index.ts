@@ -84,7 +84,7 @@ export {
   OutboxOrganizationTypeIndex1770000000000,
   OutboxAdminChange1771000000000,
   OutboxClaimFunction1772000000000,
-  OutboxOrderingKey1773000000000,
+  OutboxOrdering1773000000000,
 } from './migrations';
 export { OutboxRepository, type OutboxRepositoryOptions } from './store/lease/outbox.repository';
 export type {

@@ -31,7 +31,12 @@ import { OutboxRetentionSweeper } from './engine/outbox-retention.sweeper';
 import { findScheduler } from './engine/outbox.scheduler';
 import { OutboxShutdownHook } from './engine/outbox-shutdown.hook';
 import { OutboxTelemetry } from './telemetry/outbox.telemetry';
-import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS, OUTBOX_SCHEDULER } from './outbox.tokens';
+import {
+  OUTBOX_DATA_SOURCE,
+  OUTBOX_EVENT_ORDERING,
+  OUTBOX_OPTIONS,
+  OUTBOX_SCHEDULER,
+} from './outbox.tokens';
 
 /** A store of the module's own, on the app's DataSource, with the module's bounds. */
 function store<T>(
@@ -81,6 +86,7 @@ const providers: Provider[] = [
   OutboxAdmin,
   HandlerTransactions,
   EventDispatcher,
+  { provide: OUTBOX_EVENT_ORDERING, useExisting: EventDispatcher },
   OutboxExplorer,
   OutboxPublisher,
   OutboxDispatcher,

@@ -10,11 +10,11 @@ import { ModuleRef } from '@nestjs/core';
 import type { DataSource, EntityManager, EntitySubscriberInterface } from 'typeorm';
 import { findAmbientTransactions, type AmbientTransactionHost } from './ambient-transaction.util';
 import { OutboxTransactionRequiredError } from '../outbox.errors';
-import type { EnqueuedEvent } from '../store/emit/emit.store';
+import type { EnqueuedEvent, EventOrdering } from '../store/emit/emit.store';
 import type { NewOutboxEvent } from '../outbox-event.types';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { OutboxEmitStore } from '../store/emit/emit.store';
-import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from '../outbox.tokens';
+import { OUTBOX_DATA_SOURCE, OUTBOX_EVENT_ORDERING, OUTBOX_OPTIONS } from '../outbox.tokens';
 import { WakeCoalescer } from './outbox-wake.coalescer';
 import { OutboxTelemetry } from '../telemetry/outbox.telemetry';
 
@@ -47,6 +47,8 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
   private readonly logger = new Logger('Outbox');
   private transactionHost: AmbientTransactionHost | undefined;
   private readonly wakes: WakeCoalescer;
+  /** The handler registry's view of ordered handlers (its transactions need this publisher). */
+  private ordering: EventOrdering | undefined;
 
   constructor(
     private readonly store: OutboxEmitStore,
@@ -60,6 +62,7 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
 
   onModuleInit(): void {
     this.transactionHost = findAmbientTransactions(this.moduleRef)?.host;
+    this.ordering = this.moduleRef.get<EventOrdering>(OUTBOX_EVENT_ORDERING, { strict: false });
     if (this.options.wakeCoalesceMs > 0) {
       // Every commit of the app passes here; for most it is one WeakSet lookup.
       const subscriber: EntitySubscriberInterface = {
@@ -108,6 +111,7 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
       this.store.enqueue(manager, traced, {
         notify,
         dueFrom: (epochMs) => this.wakes.emitted(runner, epochMs),
+        ordering: this.ordering,
       }),
     );
     if (!result.ok) throw result.error;

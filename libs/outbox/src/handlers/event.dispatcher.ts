@@ -25,7 +25,8 @@ import {
   type ResolvedOutboxOptions,
 } from '../outbox.options';
 import { OUTBOX_OPTIONS } from '../outbox.tokens';
-import { resolveHandlerPolicy, type HandlerPolicy } from './handler.policy';
+import type { TypeOrdering } from '../store/emit/emit.store';
+import { resolveHandlerPolicy, typeOrdering, type HandlerPolicy } from './handler.policy';
 import { LazyAbort } from './lazy-abort';
 import { raceHandler } from './handler-race';
 
@@ -101,6 +102,7 @@ export class EventDispatcher {
   private readonly byType = new Map<string, RegisteredHandler[]>();
   private readonly joined = new Map<string, readonly RegisteredHandler[]>();
   private policyLists = new WeakMap<readonly RegisteredHandler[], readonly HandlerWithPolicy[]>();
+  private orderings = new WeakMap<readonly RegisteredHandler[], TypeOrdering | undefined>();
   /** Types already reported as having no handler, so each is logged once. */
   private readonly unhandledTypes = new Set<string>();
   private readonly budgetMs: number;
@@ -165,6 +167,7 @@ export class EventDispatcher {
     }
     this.joined.clear();
     this.policyLists = new WeakMap();
+    this.orderings = new WeakMap();
   }
 
   /** The registration with the module's `handlers` option for its name applied. */
@@ -253,6 +256,13 @@ export class EventDispatcher {
       this.policyLists.set(handlers, policies);
     }
     return policies;
+  }
+
+  /** The ordered handlers of a type, for the emit to sequence its events; none: undefined. */
+  orderingOf(type: string): TypeOrdering | undefined {
+    const handlers = this.handlersFor(type);
+    if (!this.orderings.has(handlers)) this.orderings.set(handlers, typeOrdering(handlers));
+    return this.orderings.get(handlers);
   }
 
   /**

@@ -1,6 +1,7 @@
 import { InvalidOutboxHandlerPolicyError } from '../outbox.errors';
 import { retryDelayMs, type BackoffSettings } from './retry-backoff.util';
 import type { OutboxOrderedOnDead } from './outbox-handler.types';
+import type { TypeOrdering } from '../store/emit/emit.store';
 
 /** Node runs a timer with a longer delay after 1 ms; no delay may exceed it. */
 const MAX_DELAY_MS = 2_147_483_647;
@@ -15,6 +16,18 @@ export interface HandlerPolicy {
 }
 
 const ON_DEAD: readonly OutboxOrderedOnDead[] = ['block', 'skip'];
+
+/** The ordered handlers among a type's handlers, for the emit; undefined when there are none. */
+export function typeOrdering(
+  handlers: readonly { name: string; policy: HandlerPolicy }[],
+): TypeOrdering | undefined {
+  const ordered = handlers.filter((h) => h.policy.ordered).map((h) => h.name);
+  if (ordered.length === 0) return undefined;
+  return Object.freeze({
+    orderedHandlers: Object.freeze(ordered),
+    parkable: ordered.length === handlers.length,
+  });
+}
 
 /** Checks a handler's `ordered`: `true`, `false` or `{ onDead: 'block' | 'skip' }`. */
 export function resolveOrdering(handler: {

@@ -7,7 +7,7 @@ import { OutboxDispatcherReports1769000000000 } from './1769000000000-outbox-dis
 import { OutboxOrganizationTypeIndex1770000000000 } from './1770000000000-outbox-organization-type-index';
 import { OutboxAdminChange1771000000000 } from './1771000000000-outbox-admin-change';
 import { OutboxClaimFunction1772000000000 } from './1772000000000-outbox-claim-function';
-import { OutboxOrderingKey1773000000000 } from './1773000000000-outbox-ordering-key';
+import { OutboxOrdering1773000000000 } from './1773000000000-outbox-ordering';
 
 /** The outbox's migrations, in order: add them to your DataSource's `migrations`. */
 export const OUTBOX_MIGRATIONS = [
@@ -20,7 +20,7 @@ export const OUTBOX_MIGRATIONS = [
   OutboxOrganizationTypeIndex1770000000000,
   OutboxAdminChange1771000000000,
   OutboxClaimFunction1772000000000,
-  OutboxOrderingKey1773000000000,
+  OutboxOrdering1773000000000,
 ];
 
 export {
@@ -33,5 +33,5 @@ export {
   OutboxOrganizationTypeIndex1770000000000,
   OutboxAdminChange1771000000000,
   OutboxClaimFunction1772000000000,
-  OutboxOrderingKey1773000000000,
+  OutboxOrdering1773000000000,
 };

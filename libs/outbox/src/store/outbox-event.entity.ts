@@ -97,6 +97,9 @@ export class OutboxEventEntity {
   @Column({ name: 'ordering_key', type: 'text', nullable: true })
   orderingKey!: string | null;
 
+  @Column({ name: 'ordering_position', type: 'bigint', nullable: true })
+  orderingPosition!: string | null;
+
   // See `metadata` for why the default is a JSON value.
   @Column({ type: 'jsonb', default: {} })
   failures!: Record<string, HandlerFailure>;

@@ -13,6 +13,20 @@ import {
   wakeParameters,
 } from './enqueue.sql';
 import { toOutboxRow, type OutboxRow } from './outbox-event.validator';
+import { SEQUENCE, sequenceParameters, type SequencedEvent } from './sequence.sql';
+import { orderingKeyOf } from '../event-row.mapping';
+
+/** The ordered handlers an event of a type goes to, as the emit sequences it. */
+export interface TypeOrdering {
+  orderedHandlers: readonly string[];
+  /** Every handler of the type is ordered. */
+  parkable: boolean;
+}
+
+/** What the emit asks of the handler registry: how events of a type are ordered, if at all. */
+export interface EventOrdering {
+  orderingOf(type: string): TypeOrdering | undefined;
+}
 
 export interface EnqueueOptions {
   /**
@@ -25,6 +39,8 @@ export interface EnqueueOptions {
    * `now()` in epoch ms), for the caller's own wake.
    */
   dueFrom?: (epochMs: number) => void;
+  /** Sequences the events that ordered handlers receive (see `SEQUENCE`). */
+  ordering?: EventOrdering;
 }
 
 /** What an enqueue did with one event. */
@@ -82,12 +98,27 @@ export class OutboxEmitStore {
     // An id repeated within one call is written once; its later copies are duplicates of it.
     const seen = new Set<string>();
     const duplicates: OutboxRow[] = [];
+    const sequenced: SequencedEvent[] = [];
     const enqueued = rows.map((row) => {
       const duplicate = !inserted.has(row.id) || seen.has(row.id);
       seen.add(row.id);
       if (duplicate) duplicates.push(row);
+      else {
+        const ordering = options.ordering?.orderingOf(row.type);
+        if (ordering) sequenced.push({ id: row.id, key: orderingKeyOf(row), ...ordering });
+      }
       return { id: row.id, duplicate };
     });
+    if (sequenced.length > 0) {
+      const result = await this.client.runIn(
+        'enqueue',
+        manager,
+        SEQUENCE,
+        sequenceParameters(sequenced),
+        () => undefined,
+      );
+      if (!result.ok) return result;
+    }
     if (duplicates.length > 0) {
       const conflicts = await this.client.runIn(
         'enqueue',

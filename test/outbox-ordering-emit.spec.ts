@@ -1,0 +1,166 @@
+import { Injectable, type INestApplication } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import type { Client } from 'pg';
+import { DataSource } from 'typeorm';
+import { OnOutboxEvent, OutboxPublisher, type NewOutboxEvent } from '@app/outbox';
+import { createOutboxApp } from './support/outbox-app';
+import { useTestDatabase } from './support/test-database';
+
+/**
+ * What an emit does for ordered handlers: each event they receive takes the next place in its
+ * key, in the order the emitting transactions commit, and an event none of whose handlers can
+ * run yet rests parked until the event ahead of it is done.
+ */
+
+@Injectable()
+class Handlers {
+  @OnOutboxEvent('ledger', { events: ['account.credited', 'account.noted'], ordered: true })
+  ledger() {}
+
+  @OnOutboxEvent('mailer', { events: ['account.noted'] })
+  mailer() {}
+}
+
+const t = useTestDatabase();
+let app: INestApplication;
+
+beforeAll(async () => {
+  app = await createOutboxApp({
+    url: t.db.url,
+    outbox: { autoStart: false, retention: { enabled: false } },
+    providers: [Handlers],
+  });
+});
+
+afterAll(async () => {
+  await app?.close();
+});
+
+beforeEach(async () => {
+  await t.sql.query('TRUNCATE outbox_event, outbox_ordering_key, outbox_ordering_wait');
+});
+
+function credited(key: string, overrides: Partial<NewOutboxEvent> = {}): NewOutboxEvent {
+  return {
+    type: 'account.credited',
+    aggregateType: 'account',
+    aggregateId: 'a-1',
+    orderingKey: key,
+    payload: {},
+    ...overrides,
+  };
+}
+
+function emitIn(events: NewOutboxEvent[], hold?: Promise<void>): Promise<string[]> {
+  return app.get(DataSource).transaction(async (manager) => {
+    const ids = await app.get(OutboxPublisher).emit(events, { manager });
+    await hold;
+    return ids;
+  });
+}
+
+interface Placed {
+  id: string;
+  key: string;
+  position: number | null;
+  parked: boolean;
+}
+
+async function placed(sql: Client): Promise<Placed[]> {
+  const { rows } = await sql.query<Placed>(
+    `SELECT id, coalesce(ordering_key, aggregate_type || ':' || aggregate_id) AS key,
+            ordering_position::int AS position, next_attempt_at = 'infinity' AS parked
+     FROM outbox_event ORDER BY key, ordering_position, id`,
+  );
+  return rows;
+}
+
+describe('an emit for ordered handlers', () => {
+  it('gives each event the next place in its key, and parks those whose handlers are all held', async () => {
+    const [first, second] = await emitIn([credited('k1'), credited('k1')]);
+    const [third] = await emitIn([credited('k1')]);
+    const [other] = await emitIn([credited('k2')]);
+    // One handler of account.noted is not ordered: the event can always run something.
+    const [noted] = await emitIn([credited('k1', { type: 'account.noted' })]);
+    // Without an ordered handler an event takes no place.
+    const [plain] = await emitIn([credited('k1', { type: 'account.opened' })]);
+
+    expect(await placed(t.sql)).toEqual([
+      { id: first, key: 'k1', position: 1, parked: false },
+      { id: second, key: 'k1', position: 2, parked: true },
+      { id: third, key: 'k1', position: 3, parked: true },
+      { id: noted, key: 'k1', position: 4, parked: false },
+      { id: plain, key: 'k1', position: null, parked: false },
+      { id: other, key: 'k2', position: 1, parked: false },
+    ]);
+    const { rows } = await t.sql.query(
+      `SELECT handler, key, waiting::int AS waiting FROM outbox_ordering_wait ORDER BY key`,
+    );
+    expect(rows).toEqual([
+      { handler: 'ledger', key: 'k1', waiting: 4 },
+      { handler: 'ledger', key: 'k2', waiting: 1 },
+    ]);
+  });
+
+  it('takes no place for an event emitted again (a duplicate)', async () => {
+    const id = randomUUID();
+    await emitIn([credited('k1', { id })]);
+    await emitIn([credited('k1', { id })]);
+    await emitIn([credited('k1', { id }), credited('k1', { id })]);
+    expect((await placed(t.sql)).map((p) => p.position)).toEqual([1]);
+    const { rows } = await t.sql.query(`SELECT waiting::int AS waiting FROM outbox_ordering_wait`);
+    expect(rows).toEqual([{ waiting: 1 }]);
+  });
+
+  it('orders by commit: a transaction that emits first but commits last takes the later place', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const early = emitIn([credited('k1')], held);
+    // Let the held transaction take its place first.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const late = emitIn([credited('k1')]);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // The second one waits for the first: the key's place is taken until that commit.
+    expect(await placed(t.sql)).toEqual([]);
+    release();
+    const [[earlyId], [lateId]] = await Promise.all([early, late]);
+    expect((await placed(t.sql)).map((p) => [p.id, p.position])).toEqual([
+      [earlyId, 1],
+      [lateId, 2],
+    ]);
+  });
+
+  it("keeps each producer's order within a key while producers race over the same keys", async () => {
+    const producers = 3;
+    const perProducer = 40;
+    const emitted = await Promise.all(
+      Array.from({ length: producers }, async (_, p) => {
+        const mine: Array<{ key: string; id: string }> = [];
+        for (let i = 0; i < perProducer; i++) {
+          const key = `k${(i * 7 + p) % 5}`;
+          const pair = i % 4 === 0;
+          const ids = await emitIn(pair ? [credited(key), credited(key)] : [credited(key)]);
+          for (const id of ids) mine.push({ key, id });
+        }
+        return mine;
+      }),
+    );
+    const positions = new Map((await placed(t.sql)).map((p) => [p.id, p.position!]));
+    for (const mine of emitted) {
+      for (const key of new Set(mine.map((m) => m.key))) {
+        const inOrder = mine.filter((m) => m.key === key).map((m) => positions.get(m.id)!);
+        expect(inOrder).toEqual([...inOrder].sort((a, b) => a - b));
+      }
+    }
+    // Every key's places are 1..n with no gap and no repeat.
+    for (const key of ['k0', 'k1', 'k2', 'k3', 'k4']) {
+      const { rows } = await t.sql.query<{ positions: number[] }>(
+        `SELECT array_agg(ordering_position::int ORDER BY ordering_position) AS positions
+         FROM outbox_event WHERE ordering_key = $1`,
+        [key],
+      );
+      const list = rows[0].positions;
+      expect(list).toEqual(list.map((_, i) => i + 1));
+    }
+  });
+});
