@@ -209,10 +209,13 @@ describe('outbox lease proof', () => {
     const conflict = enqueue(event({ id, payload: { version: 2 } }));
     await expect(conflict).rejects.toBeInstanceOf(OutboxEventConflictError);
     await expect(conflict).rejects.toMatchObject({ eventId: id, storedType: 'invoice.paid' });
-    // Another ordering key is another event, even when the aggregate's key would be the same.
+    // Another ordering key is another event; the aggregate's key given by name is the same one.
     await expect(
-      enqueue(event({ id, payload: { version: 1 }, orderingKey: 'invoice:inv-1' })),
+      enqueue(event({ id, payload: { version: 1 }, orderingKey: 'invoice:inv-2' })),
     ).rejects.toBeInstanceOf(OutboxEventConflictError);
+    await expect(
+      enqueueDetailed(event({ id, payload: { version: 1 }, orderingKey: 'invoice:inv-1' })),
+    ).resolves.toEqual([{ id, duplicate: true }]);
     // A conflicting copy among new events: the transaction rolls back, so none is written.
     const fresh = randomUUID();
     await expect(

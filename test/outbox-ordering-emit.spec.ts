@@ -93,6 +93,10 @@ describe('an emit for ordered handlers', () => {
       { id: plain, key: 'k1', position: null, parked: false },
       { id: other, key: 'k2', position: 1, parked: false },
     ]);
+    const { rows: sequencedFor } = await t.sql.query(
+      `SELECT DISTINCT ordered_for FROM outbox_event WHERE ordering_position IS NOT NULL`,
+    );
+    expect(sequencedFor).toEqual([{ ordered_for: ['ledger'] }]);
     const { rows } = await t.sql.query(
       `SELECT handler, key, waiting::int AS waiting FROM outbox_ordering_wait ORDER BY key`,
     );

@@ -63,6 +63,7 @@ describe('outbox schema', () => {
       'discard_reason',
       'ordering_key',
       'ordering_position',
+      'ordered_for',
     ]);
 
     const primaryKey = await db.dataSource.query<{ definition: string }[]>(
@@ -97,6 +98,10 @@ describe('outbox schema', () => {
       outbox_event_organization_type_idx:
         'CREATE INDEX outbox_event_organization_type_idx ON outbox_event USING btree ' +
         '(organization_id, type, occurred_at, id) WHERE (organization_id IS NOT NULL)',
+      outbox_event_ordering_idx:
+        'CREATE INDEX outbox_event_ordering_idx ON outbox_event USING btree ' +
+        '(ordering_key, ordering_position) WHERE ((ordering_position IS NOT NULL) AND ' +
+        '(dispatched_at IS NULL) AND (discarded_at IS NULL))',
     });
   });
 

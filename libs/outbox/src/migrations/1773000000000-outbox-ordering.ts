@@ -3,8 +3,11 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
 /**
  * Per-key ordering:
  * - `outbox_event.ordering_key`: the key an emitter gave an event (`NewOutboxEvent.orderingKey`),
- *   null for the events ordered by their aggregate; `ordering_position`: the event's place in its
- *   key, set only for events an ordered handler receives.
+ *   null for the events ordered by their aggregate until an ordered handler receives one: then
+ *   the key it is ordered by, written in full; `ordering_position`: the event's place in its
+ *   key, set only for events an ordered handler receives; `ordered_for`: those handlers.
+ *   `outbox_event_ordering_idx` finds the events of a key not yet done, in place order: what a
+ *   claim reads to tell whether an earlier event still holds the key for a handler.
  * - `outbox_ordering_key`: each key's last position. An emit takes the next one by updating the
  *   key's row, whose lock it holds to COMMIT, so a transaction that commits later gets a later
  *   position: commit order, not the order ids or sequences were drawn in.
@@ -22,7 +25,13 @@ export class OutboxOrdering1773000000000 implements MigrationInterface {
     await queryRunner.query(`
       ALTER TABLE outbox_event
         ADD COLUMN IF NOT EXISTS ordering_key text,
-        ADD COLUMN IF NOT EXISTS ordering_position bigint
+        ADD COLUMN IF NOT EXISTS ordering_position bigint,
+        ADD COLUMN IF NOT EXISTS ordered_for text[]
+    `);
+    await queryRunner.query(`
+      CREATE INDEX IF NOT EXISTS outbox_event_ordering_idx
+      ON outbox_event (ordering_key, ordering_position)
+      WHERE ordering_position IS NOT NULL AND dispatched_at IS NULL AND discarded_at IS NULL
     `);
     await queryRunner.query(`
       CREATE TABLE IF NOT EXISTS outbox_ordering_key (
@@ -45,6 +54,7 @@ export class OutboxOrdering1773000000000 implements MigrationInterface {
     await queryRunner.query(`DROP TABLE IF EXISTS outbox_ordering_key`);
     await queryRunner.query(`
       ALTER TABLE outbox_event
+        DROP COLUMN IF EXISTS ordered_for,
         DROP COLUMN IF EXISTS ordering_position,
         DROP COLUMN IF EXISTS ordering_key
     `);

@@ -32,6 +32,9 @@ export interface HandlerFailure {
   where: 'dispatched_at IS NULL AND lease_expires_at IS NOT NULL',
 })
 @Index('outbox_event_dispatched_idx', ['dispatchedAt'], { where: 'dispatched_at IS NOT NULL' })
+@Index('outbox_event_ordering_idx', ['orderingKey', 'orderingPosition'], {
+  where: 'ordering_position IS NOT NULL AND dispatched_at IS NULL AND discarded_at IS NULL',
+})
 @Index('outbox_event_organization_type_idx', ['organizationId', 'type', 'occurredAt', 'id'], {
   where: 'organization_id IS NOT NULL',
 })
@@ -99,6 +102,9 @@ export class OutboxEventEntity {
 
   @Column({ name: 'ordering_position', type: 'bigint', nullable: true })
   orderingPosition!: string | null;
+
+  @Column({ name: 'ordered_for', type: 'text', array: true, nullable: true })
+  orderedFor!: string[] | null;
 
   // See `metadata` for why the default is a JSON value.
   @Column({ type: 'jsonb', default: {} })

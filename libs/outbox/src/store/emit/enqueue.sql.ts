@@ -76,12 +76,13 @@ export const FIND_CONFLICTING = `
   -- emitted again from a retried request carries another one and is still the same event.
   WHERE (e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
          e.payload, e.metadata - '{${TRACE_CONTEXT_KEYS.join(',')}}'::text[], e.causation_id,
-         e.correlation_id, e.ordering_key)
+         e.correlation_id, coalesce(e.ordering_key, e.aggregate_type || ':' || e.aggregate_id))
         IS DISTINCT FROM
         (s.doc->>'type', s.doc->>'aggregate_type', s.doc->>'aggregate_id',
          s.doc->>'organization_id', s.doc->>'request_id', s.doc->'payload',
          (s.doc->'metadata') - '{${TRACE_CONTEXT_KEYS.join(',')}}'::text[],
-         (s.doc->>'causation_id')::uuid, s.doc->>'correlation_id', s.doc->>'ordering_key')
+         (s.doc->>'causation_id')::uuid, s.doc->>'correlation_id',
+         coalesce(s.doc->>'ordering_key', (s.doc->>'aggregate_type') || ':' || (s.doc->>'aggregate_id')))
 `;
 
 /** The columns of ENQUEUE_COLUMNS for each row, then the channel when `channel` is given. */

@@ -57,7 +57,7 @@ export const SEQUENCE = `
     JOIN per_wait USING (handler, key)
   ),
   placed AS (
-    SELECT sequenced.id,
+    SELECT sequenced.id, sequenced.key,
            positions.last_position - per_key.events
              + row_number() OVER (PARTITION BY sequenced.key ORDER BY sequenced.n) AS position,
            sequenced.parkable
@@ -68,7 +68,10 @@ export const SEQUENCE = `
     JOIN per_key USING (key)
   )
   UPDATE outbox_event AS e
-  SET ordering_position = placed.position,
+  SET ordering_key = placed.key,
+      ordering_position = placed.position,
+      ordered_for = (SELECT array_agg(pairs.handler ORDER BY pairs.handler)
+                     FROM pairs WHERE pairs.id = placed.id),
       next_attempt_at = CASE WHEN placed.parked THEN 'infinity'::timestamptz
                              ELSE e.next_attempt_at END
   FROM placed
