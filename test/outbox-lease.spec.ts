@@ -1002,7 +1002,7 @@ describe('outbox lease proof', () => {
     try {
       // An open claim holding one live row, and an open sweep holding two expired rows.
       await claimer.query('BEGIN');
-      const held = await claimer.query(CLAIM, [1, 60_000, null, null]);
+      const held = await claimer.query(CLAIM, [1, 60_000, null, null, []]);
       expect(held.rows.map((r) => r.id)).toEqual([live[0]]);
       await sweeper.query('BEGIN');
       await sweeper.query(
@@ -1039,14 +1039,17 @@ describe('outbox lease proof', () => {
         60_000,
         types,
         null,
+        [],
       ]);
       const nodes = planNodes(rows[0]['QUERY PLAN'][0].Plan);
       expect(nodes.filter((n) => n['Node Type'] === 'Seq Scan')).toEqual([]);
-      // The due indexes pick the rows; the primary key is how the update reaches them.
+      // The due indexes pick the rows; the primary key is how the update reaches them; the
+      // ordering index answers whether an earlier event of a claimed row's key holds it.
       const indexes = new Set(nodes.flatMap((n) => n['Index Name'] ?? []));
       expect([...indexes].sort()).toEqual([
         'outbox_event_dead_retry_idx',
         'outbox_event_due_idx',
+        'outbox_event_ordering_idx',
         'outbox_event_pkey',
       ]);
     }

@@ -2,7 +2,7 @@ import { Injectable, type INestApplication } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { OnOutboxEvent, OutboxPublisher, type NewOutboxEvent } from '@app/outbox';
+import { OnOutboxEvent, OutboxPublisher, OutboxRepository, type NewOutboxEvent } from '@app/outbox';
 import { createOutboxApp } from './support/outbox-app';
 import { useTestDatabase } from './support/test-database';
 
@@ -167,4 +167,55 @@ describe('an emit for ordered handlers', () => {
       expect(list).toEqual(list.map((_, i) => i + 1));
     }
   });
+});
+
+describe('a claim of events an ordered handler receives', () => {
+  /** Every event due now, as if parked ones had been freed; each claim a fresh lease. */
+  async function claimAll(includeDead: boolean, skipDead: string[] = []) {
+    await t.sql.query(
+      `UPDATE outbox_event SET next_attempt_at = now() - interval '1 second'
+       WHERE dispatched_at IS NULL`,
+    );
+    const result = await new OutboxRepository(t.db.dataSource).claim({
+      limit: 100,
+      leaseMs: 60_000,
+      includeDead,
+      skipDead,
+    });
+    if (!result.ok) throw result.error;
+    return Object.fromEntries(result.value.map((r) => [r.id, r.held]));
+  }
+
+  it.each([
+    ['through the live claim function', false],
+    ['through the claim of live and dead rows', true],
+  ])(
+    'tells which ordered handlers must wait for an earlier event of the key, %s',
+    async (_, dead) => {
+      const [first, second, third] = await emitIn([credited('k1'), credited('k1'), credited('k1')]);
+      const [noted] = await emitIn([credited('k1', { type: 'account.noted' })]);
+      const [other] = await emitIn([credited('k2')]);
+      const [plain] = await emitIn([credited('k1', { type: 'account.opened' })]);
+      expect(await claimAll(dead)).toEqual({
+        [first]: [],
+        [second]: ['ledger'],
+        [third]: ['ledger'],
+        [noted]: ['ledger'],
+        [other]: [],
+        [plain]: [],
+      });
+
+      // The first delivered to ledger: the second may run; a dead second holds the rest...
+      await t.sql.query(
+        `UPDATE outbox_event SET deliveries = '{"ledger": "2026-01-01T00:00:00Z"}' WHERE id = $1`,
+        [first],
+      );
+      await t.sql.query(`UPDATE outbox_event SET dead_at = now() WHERE id = $1`, [second]);
+      expect(await claimAll(dead)).toMatchObject({ [first]: [], [third]: ['ledger'] });
+      // ...unless ledger skips dead events; a discarded event holds nothing.
+      expect(await claimAll(dead, ['ledger'])).toMatchObject({ [third]: [], [noted]: ['ledger'] });
+      await t.sql.query(`UPDATE outbox_event SET discarded_at = now() WHERE id = $1`, [second]);
+      expect(await claimAll(dead)).toMatchObject({ [third]: [], [noted]: ['ledger'] });
+    },
+  );
 });

@@ -30,6 +30,31 @@ import type { ClaimOptions, OutboxRecord } from './lease.types';
  * `OutboxRepository.claim`).
  * Parameters: see `claimParameters`.
  */
+/**
+ * The ordered handlers of a claimed row that must wait: those it was sequenced for, not yet
+ * delivered, for which an earlier event of its key is not done (delivered to it, discarded, or
+ * dead when the handler skips dead events, $5). One probe of `outbox_event_ordering_idx` per
+ * handler, which stops at the first such event; null for a row no ordered handler receives. Read
+ * from the statement's snapshot: an older one only sees more events not yet done, so a handler
+ * may wait once more than it had to, never run early.
+ */
+function heldHandlers(row: string): string {
+  return `
+    CASE WHEN ${row}.ordering_position IS NOT NULL THEN
+      ARRAY(SELECT handler FROM unnest(${row}.ordered_for) AS handler
+            WHERE NOT ${row}.deliveries ? handler
+              AND EXISTS (
+                SELECT 1 FROM outbox_event AS earlier
+                WHERE earlier.ordering_key = ${row}.ordering_key
+                  AND earlier.ordering_position < ${row}.ordering_position
+                  AND earlier.dispatched_at IS NULL
+                  AND earlier.discarded_at IS NULL
+                  AND handler = ANY (earlier.ordered_for)
+                  AND NOT earlier.deliveries ? handler
+                  AND NOT (earlier.dead_at IS NOT NULL AND handler = ANY ($5::text[]))))
+    END`;
+}
+
 const DUE_DEAD = `
     SELECT id, next_attempt_at
     FROM outbox_event
@@ -69,7 +94,8 @@ const LEASE_PICKED = `
               -- timestamp's text for each, on every row of every claim.
               (extract(epoch FROM e.lease_expires_at) * 1000)::float8 AS lease_expires_ms,
               -- The claim's own clock: handlers' retry times are compared with it.
-              (extract(epoch FROM now()) * 1000)::float8 AS claimed_ms
+              (extract(epoch FROM now()) * 1000)::float8 AS claimed_ms,
+              ${heldHandlers('e')} AS held
   )
   SELECT claimed.*, (extract(epoch FROM picked.next_attempt_at) * 1000)::float8 AS due_ms
   FROM claimed
@@ -123,7 +149,8 @@ export const CLAIM_LIVE_CALL = `
          (c.event).last_error,
          (extract(epoch FROM (c.event).lease_expires_at) * 1000)::float8 AS lease_expires_ms,
          (extract(epoch FROM now()) * 1000)::float8 AS claimed_ms,
-         c.due_ms
+         c.due_ms,
+         ${heldHandlers('(c.event)')} AS held
   FROM outbox_claim_live_v1($1::int, $2::float8, $3::text[], $4::timestamptz)
        WITH ORDINALITY AS c (event, due_ms, position)
   ORDER BY c.position
@@ -134,7 +161,10 @@ export const CLAIM_FUNCTION_PRESENT = `
   SELECT to_regprocedure('outbox_claim_live_v1(integer, double precision, text[], timestamptz)')
            IS NOT NULL AS present`;
 
-/** $1 limit, $2 lease ms, $3 types (text[] or null), $4 live rows due from (or null: all). */
+/**
+ * $1 limit, $2 lease ms, $3 types (text[] or null), $4 live rows due from (or null: all), $5 the
+ * ordered handlers whose dead events do not hold their key.
+ */
 export function claimParameters(options: ClaimOptions): unknown[] {
   const dueFrom = options.dueFrom ?? null;
   return [
@@ -142,8 +172,11 @@ export function claimParameters(options: ClaimOptions): unknown[] {
     options.leaseMs,
     typeFilter(options),
     dueFrom === null ? null : new Date(dueFrom),
+    [...(options.skipDead ?? [])],
   ];
 }
+
+const NONE_HELD: readonly string[] = Object.freeze([]);
 
 interface ClaimedRow extends EventRow {
   attempts: number;
@@ -154,6 +187,7 @@ interface ClaimedRow extends EventRow {
   last_error: string | null;
   claimed_ms: number;
   due_ms: number;
+  held: string[] | null;
 }
 
 /**
@@ -185,6 +219,7 @@ export function toRecords(rows: ClaimedRow[]): OutboxRecord[] {
     failures: row.failures,
     deadAt: row.dead_at,
     lastError: row.last_error,
+    held: row.held?.length ? row.held : NONE_HELD,
   }));
 }
 

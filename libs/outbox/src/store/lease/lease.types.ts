@@ -20,6 +20,11 @@ export interface OutboxRecord<P = unknown> extends OutboxEvent<P> {
   /** Set when the event ran out of attempts; a claimed dead row is a replay. */
   deadAt: Date | null;
   lastError: string | null;
+  /**
+   * Ordered handlers of this event that must not run yet: an earlier event of its key is not
+   * done for them. Empty for most events.
+   */
+  held: readonly string[];
 }
 
 export interface ClaimOptions {
@@ -43,6 +48,8 @@ export interface ClaimOptions {
    * the whole due range. For a caller that knows nothing is due before it (see `DueRange`).
    */
   dueFrom?: number | null;
+  /** Ordered handlers whose dead events do not hold their key (`ordered: { onDead: 'skip' }`). */
+  skipDead?: readonly string[];
 }
 
 /** The result of one handler run, reported back at settle time. */
