@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type {
   DeliveredSettle,
+  OrderedSettleOptions,
   FailedSettle,
   OutboxRecord,
   SettleOutcome,
@@ -36,13 +37,17 @@ export type SettleResult =
 export type Settle =
   | { kind: 'delivered'; record: OutboxRecord; settle: DeliveredSettle }
   | { kind: 'failed'; record: OutboxRecord; settle: FailedSettle }
-  | { kind: 'release'; record: OutboxRecord; settle: { id: string; attempts: number } };
+  | { kind: 'release'; record: OutboxRecord; settle: { id: string; attempts: number } }
+  // Every handler left is ordered and held by an earlier event of the key: parked.
+  | { kind: 'held'; record: OutboxRecord; settle: DeliveredSettle };
 
 export interface CompleterOptions {
   deadRetryMs: number;
   deadRetryByType?: Readonly<Record<string, number>>;
   /** Rows per settle statement. */
   batchSize: number;
+  /** Read at each settle: set once the app has ordered handlers (see `orderedDone`). */
+  orderedSettles?: () => OrderedSettleOptions | undefined;
 }
 
 /** Why settles are failing, while they are. */
@@ -80,6 +85,12 @@ interface Pending {
 
 type Kind = Settle['kind'];
 
+const KINDS: readonly Kind[] = ['delivered', 'failed', 'release', 'held'];
+
+function perKind<T>(make: () => T): Record<Kind, T> {
+  return Object.fromEntries(KINDS.map((kind) => [kind, make()])) as Record<Kind, T>;
+}
+
 /**
  * The last step of the flow (claim → execute → complete). Each event's settle is queued as
  * soon as its handlers end; queued settles of a kind travel together in one statement, once the
@@ -96,8 +107,8 @@ export class OutboxCompleter {
   private readonly logger = new Logger('Outbox');
   private readonly failureLog = new RateLimitedLog((line) => this.logger.warn(line));
   private readonly deadLog = new RateLimitedLog((line) => this.logger.error(line));
-  private readonly queues: Record<Kind, Pending[]> = { delivered: [], failed: [], release: [] };
-  private readonly inFlight: Record<Kind, number> = { delivered: 0, failed: 0, release: 0 };
+  private readonly queues = perKind<Pending[]>(() => []);
+  private readonly inFlight = perKind(() => 0);
   private readonly flushes = new Set<Promise<void>>();
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
@@ -112,8 +123,7 @@ export class OutboxCompleter {
 
   /** Settles queued or being written. */
   get pending(): number {
-    const { delivered, failed, release } = this.queues;
-    return delivered.length + failed.length + release.length + this.writing;
+    return KINDS.reduce((sum, kind) => sum + this.queues[kind].length, this.writing);
   }
 
   /** Set while settle statements fail; cleared by the next one that succeeds. */
@@ -260,15 +270,20 @@ export class OutboxCompleter {
   }
 
   private async statement(kind: Kind, batch: Pending[]): Promise<OutboxResult<SettleOutcome>> {
-    if (kind === 'delivered') {
-      return this.repository.markDelivered(
-        batch.map((p) => (p.item as Extract<Settle, { kind: 'delivered' }>).settle),
+    const ordering = this.options.orderedSettles?.();
+    if (kind === 'delivered' || kind === 'held') {
+      const settles = batch.map(
+        (p) => (p.item as Extract<Settle, { kind: 'delivered' | 'held' }>).settle,
       );
+      return kind === 'held'
+        ? this.repository.park(settles, ordering ?? { skipDead: [] })
+        : this.repository.markDelivered(settles, ordering);
     }
     if (kind === 'failed') {
       const options = {
         deadRetryMs: this.options.deadRetryMs,
         deadRetryByType: this.options.deadRetryByType,
+        ordering,
       };
       return this.repository.markFailed(
         batch.map((p) => (p.item as Extract<Settle, { kind: 'failed' }>).settle),

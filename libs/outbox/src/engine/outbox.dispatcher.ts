@@ -109,6 +109,7 @@ export class OutboxDispatcher
           Object.entries(options.deadRetryByType).map(([type, ms]) => [type, ms || Infinity]),
         ),
       batchSize: options.batchSize,
+      orderedSettles: () => dispatcher.orderedSettles(),
     };
     this.completer = new OutboxCompleter(repository, this.completerOptions, {
       onSettled: () => this.producer.pump(),
@@ -117,13 +118,20 @@ export class OutboxDispatcher
         if (retryFrom !== null) this.producer.retryFrom(retryFrom);
         this.producer.wakeIn(delayMs);
       },
-      onStatement: (kind, ms, ok) =>
-        this.telemetry.settled(kind === 'release' ? 'released' : kind, ms, ok),
+      onStatement: (kind, ms, ok) => this.telemetry.settled(kind, ms, ok),
       onDead: (types) => this.telemetry.dead(types),
     });
     this.executor = new OutboxExecutor(dispatcher, this.completer, () => this.producer.slotFreed());
-    this.producer = new OutboxProducer(repository, this.executor, this.completer, options, (n) =>
-      this.telemetry.claimed(n),
+    const producerOptions = {
+      ...options,
+      skipDead: () => dispatcher.orderedSettles()?.skipDead,
+    };
+    this.producer = new OutboxProducer(
+      repository,
+      this.executor,
+      this.completer,
+      producerOptions,
+      (n) => this.telemetry.claimed(n),
     );
     // The state gauges read what the health probe reads, from where this instance claims.
     this.telemetry.observeStateFrom(() =>
@@ -243,7 +251,11 @@ export class OutboxDispatcher
   private async catchUpDeadSchedule(): Promise<void> {
     const { moved, error } = await catchUpDeadSchedule(
       this.repository,
-      { ...this.completerOptions, types: this.options.types },
+      {
+        deadRetryMs: this.completerOptions.deadRetryMs,
+        deadRetryByType: this.completerOptions.deadRetryByType,
+        types: this.options.types,
+      },
       () => this.current === 'running',
       () => this.wake(),
     ).catch((err: unknown) => ({ moved: 0, error: scrubError(err) }));

@@ -111,8 +111,9 @@ export class OutboxExecutor {
    * Handlers this claim does not run: those already delivered and, unless the event is a dead
    * replay (which gives every handler left one more try), those whose own retry time has not
    * come or whose attempts are used up. A dead replay that `OutboxAdmin.replay` narrowed to some
-   * handlers has marked them, alone, with a retry time: it runs those. "Now" is the claim's own
-   * database clock (`claimedAt`).
+   * handlers has marked them, alone, with a retry time: it runs those. Ordered handlers an
+   * earlier event of the key holds (`held`) never run now. "Now" is the claim's own database
+   * clock (`claimedAt`).
    */
   private notToRun(
     record: OutboxRecord,
@@ -127,15 +128,19 @@ export class OutboxExecutor {
           )
           .map(([name]) => name),
       );
-      if (marked.size === 0) return record.deliveries;
+      if (marked.size === 0 && record.held.length === 0) return record.deliveries;
       const skipped: Record<string, unknown> = { ...record.deliveries };
-      for (const h of handlers) if (!marked.has(h.name)) skipped[h.name] = true;
+      if (marked.size > 0)
+        for (const h of handlers) if (!marked.has(h.name)) skipped[h.name] = true;
+      for (const name of record.held) skipped[name] = true;
       return skipped;
     }
-    // Most events are on their first try: nothing delivered, nothing failed.
-    if (isEmpty(record.failures)) return record.deliveries;
+    // Most events are on their first try: nothing delivered, nothing failed, nothing held.
+    if (isEmpty(record.failures) && record.held.length === 0) return record.deliveries;
     const claimedAt = record.claimedAt.getTime();
     const waiting: Record<string, unknown> = { ...record.deliveries };
+    // An ordered handler held by an earlier event of the key runs after it, not now.
+    for (const name of record.held) waiting[name] = true;
     for (const [name, failure] of Object.entries(record.failures)) {
       if (failure.retryAt === null || Date.parse(failure.retryAt) > claimedAt) waiting[name] = true;
     }
@@ -167,6 +172,9 @@ export class OutboxExecutor {
     const left = handlers.filter((h) => !delivered.has(h.name));
     if (left.length === 0) {
       return { kind: 'delivered', record, settle: { id, attempts, handlers: succeeded } };
+    }
+    if (failed.length === 0 && left.every((h) => record.held.includes(h.name))) {
+      return { kind: 'held', record, settle: { id, attempts, handlers: succeeded } };
     }
     const policies = new Map(handlers.map((h) => [h.name, h.policy]));
     const failures = failed.map(({ handlerName }) => {

@@ -27,7 +27,10 @@ type ProducerOptions = Pick<
   | 'idleFloorMs'
   | 'failedDrainRetryMs'
   | 'localQueue'
->;
+> & {
+  /** Read at each claim: the ordered handlers whose dead events do not hold their key. */
+  skipDead?: () => readonly string[] | undefined;
+};
 
 /**
  * The first step of the flow (claim → execute → complete). It owns `concurrency` slots and a
@@ -343,6 +346,7 @@ export class OutboxProducer {
         types: this.options.types,
         dueFrom: ticket.from,
         includeDead,
+        skipDead: this.options.skipDead?.(),
       });
     } catch (err) {
       this.dueRange.failed(ticket);

@@ -26,7 +26,13 @@ import {
 } from '../outbox.options';
 import { OUTBOX_OPTIONS } from '../outbox.tokens';
 import type { TypeOrdering } from '../store/emit/emit.store';
-import { resolveHandlerPolicy, typeOrdering, type HandlerPolicy } from './handler.policy';
+import {
+  orderedSettles,
+  withOverride,
+  resolveHandlerPolicy,
+  typeOrdering,
+  type HandlerPolicy,
+} from './handler.policy';
 import { LazyAbort } from './lazy-abort';
 import { raceHandler } from './handler-race';
 
@@ -175,18 +181,7 @@ export class EventDispatcher {
     const override = Object.hasOwn(this.overrides, declared.name)
       ? this.overrides[declared.name]
       : undefined;
-    if (!override) return declared;
-    const replacesRetry = override.retry !== undefined;
-    return {
-      ...declared,
-      location: `${declared.location} (with handlers.${declared.name} of the module options)`,
-      timeoutMs: override.timeoutMs ?? declared.timeoutMs,
-      retry: replacesRetry ? override.retry : declared.retry,
-      maxAttempts: replacesRetry
-        ? override.maxAttempts
-        : (override.maxAttempts ?? declared.maxAttempts),
-      ordered: override.ordered ?? declared.ordered,
-    };
+    return override ? withOverride(declared, override) : declared;
   }
 
   /**
@@ -256,6 +251,11 @@ export class EventDispatcher {
       this.policyLists.set(handlers, policies);
     }
     return policies;
+  }
+
+  /** What the engine's claims and settles need of the ordered handlers (see `orderedSettles`). */
+  orderedSettles(): { skipDead: readonly string[] } | undefined {
+    return orderedSettles([...this.byType.values()].flat());
   }
 
   /** The ordered handlers of a type, for the emit to sequence its events; none: undefined. */

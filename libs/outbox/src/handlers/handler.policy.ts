@@ -17,6 +17,19 @@ export interface HandlerPolicy {
 
 const ON_DEAD: readonly OutboxOrderedOnDead[] = ['block', 'skip'];
 
+/**
+ * For the engine of an app with ordered handlers (undefined without any): those whose dead
+ * events do not hold their key.
+ */
+export function orderedSettles(
+  handlers: readonly { name: string; policy: HandlerPolicy }[],
+): { skipDead: readonly string[] } | undefined {
+  const ordered = handlers.filter((h) => h.policy.ordered);
+  if (ordered.length === 0) return undefined;
+  const skip = ordered.filter((h) => h.policy.ordered?.onDead === 'skip').map((h) => h.name);
+  return { skipDead: [...new Set(skip)] };
+}
+
 /** The ordered handlers among a type's handlers, for the emit; undefined when there are none. */
 export function typeOrdering(
   handlers: readonly { name: string; policy: HandlerPolicy }[],
@@ -142,5 +155,29 @@ function resolveRetry(
   return {
     retry: settings as BackoffSettings,
     maxAttempts: (maxAttempts as number) ?? defaults.maxAttempts,
+  };
+}
+
+/** A handler's declaration with the module's `handlers` option for it applied over it. */
+export function withOverride<
+  T extends {
+    name: string;
+    location: string;
+    timeoutMs?: number;
+    retry?: unknown;
+    maxAttempts?: number;
+    ordered?: unknown;
+  },
+>(declared: T, override: Partial<Pick<T, 'timeoutMs' | 'retry' | 'maxAttempts' | 'ordered'>>): T {
+  const replacesRetry = override.retry !== undefined;
+  return {
+    ...declared,
+    location: `${declared.location} (with handlers.${declared.name} of the module options)`,
+    timeoutMs: override.timeoutMs ?? declared.timeoutMs,
+    retry: replacesRetry ? override.retry : declared.retry,
+    maxAttempts: replacesRetry
+      ? override.maxAttempts
+      : (override.maxAttempts ?? declared.maxAttempts),
+    ordered: override.ordered ?? declared.ordered,
   };
 }

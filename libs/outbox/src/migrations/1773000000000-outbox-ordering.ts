@@ -18,6 +18,112 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * Nullable columns without defaults and new tables: nothing is rewritten, and the previous
  * version never reads them.
  */
+/**
+ * The ordered handlers of event `e` that an earlier event of its key still holds: not yet done
+ * for them (still in its `ordered_for`), not discarded, and not dead when the handler skips dead
+ * events (`p_skip`).
+ */
+const HELD = (e: string) => `
+  ARRAY(SELECT handler FROM unnest(${e}.ordered_for) AS handler
+        WHERE EXISTS (
+          SELECT 1 FROM outbox_event AS earlier
+          WHERE earlier.ordering_key = ${e}.ordering_key
+            AND earlier.ordering_position < ${e}.ordering_position
+            AND earlier.dispatched_at IS NULL
+            AND earlier.discarded_at IS NULL
+            AND handler = ANY (earlier.ordered_for)
+            AND NOT (earlier.dead_at IS NOT NULL AND handler = ANY (p_skip))))`;
+
+/**
+ * `outbox_ordered_done_v1(ids, skip)`: after a settle, each ordered handler an event is now done
+ * with (delivered to it, the event delivered or discarded, or dead for a handler that skips dead
+ * events) leaves the event's `ordered_for`, its key's wait count drops, and the next event of the
+ * key for that handler, if parked, becomes due. Wait rows are locked in (handler, key) order; a
+ * next event locked by another transaction is left to it (that transaction is a settle or a park
+ * of it, which decides after this one commits, under the same wait row).
+ */
+const ORDERED_DONE_FUNCTION = `
+  CREATE OR REPLACE FUNCTION outbox_ordered_done_v1(p_ids uuid[], p_skip text[])
+  RETURNS void
+  LANGUAGE plpgsql
+  AS $done$
+  DECLARE
+    done record;
+  BEGIN
+    FOR done IN
+      SELECT e.id, e.ordering_key AS key, handler
+      FROM outbox_event AS e, unnest(e.ordered_for) AS handler
+      WHERE e.id = ANY (p_ids)
+        AND (e.dispatched_at IS NOT NULL OR e.discarded_at IS NOT NULL
+             OR e.deliveries ? handler
+             OR (e.dead_at IS NOT NULL AND handler = ANY (p_skip)))
+      ORDER BY handler, e.ordering_key, e.ordering_position
+    LOOP
+      UPDATE outbox_event SET ordered_for = array_remove(ordered_for, done.handler)
+      WHERE id = done.id AND done.handler = ANY (ordered_for);
+      IF FOUND THEN
+        UPDATE outbox_ordering_wait SET waiting = waiting - 1
+        WHERE handler = done.handler AND key = done.key;
+        UPDATE outbox_event SET next_attempt_at = now()
+        WHERE id = (SELECT n.id FROM outbox_event AS n
+                    WHERE n.ordering_key = done.key
+                      AND n.ordering_position IS NOT NULL
+                      AND n.dispatched_at IS NULL
+                      AND n.discarded_at IS NULL
+                      AND done.handler = ANY (n.ordered_for)
+                    ORDER BY n.ordering_position
+                    LIMIT 1
+                    FOR UPDATE SKIP LOCKED)
+          AND next_attempt_at = 'infinity';
+      END IF;
+    END LOOP;
+  END
+  $done$`;
+
+/**
+ * `outbox_ordered_park_v1(settles, skip)`: settles claimed events whose handlers left are all
+ * held by an earlier event of their key. Under the wait rows of those handlers (locked in order,
+ * so a concurrent done has committed or waits), it decides again from a fresh snapshot: parked
+ * (due never, until a done wakes it) when still held, due now otherwise. Handlers that ran join
+ * `deliveries`; the lease ends. A settle whose attempt moved on is stale (not returned).
+ * settles: jsonb array of {id, attempts, handlers}.
+ */
+const ORDERED_PARK_FUNCTION = `
+  CREATE OR REPLACE FUNCTION outbox_ordered_park_v1(p_settles jsonb, p_skip text[])
+  RETURNS TABLE (id uuid, parked boolean)
+  LANGUAGE plpgsql
+  AS $park$
+  BEGIN
+    PERFORM 1
+    FROM outbox_ordering_wait AS w
+    WHERE (w.handler, w.key) IN (
+      SELECT handler, e.ordering_key
+      FROM outbox_event AS e, unnest(e.ordered_for) AS handler
+      WHERE e.id IN (SELECT (s->>'id')::uuid FROM jsonb_array_elements(p_settles) AS s))
+    ORDER BY w.handler, w.key
+    FOR UPDATE OF w;
+    RETURN QUERY
+    WITH input AS (
+      SELECT * FROM jsonb_to_recordset(p_settles) AS s(id uuid, attempts integer, handlers text[])
+    ),
+    settled AS (
+      UPDATE outbox_event AS e
+      SET deliveries = (SELECT coalesce(jsonb_object_agg(handler, now()), '{}'::jsonb)
+                        FROM unnest(input.handlers) AS handler) || e.deliveries,
+          lease_expires_at = NULL,
+          next_attempt_at = CASE WHEN cardinality(${HELD('e')}) > 0
+                                 THEN 'infinity'::timestamptz ELSE now() END
+      FROM input
+      WHERE e.id = input.id
+        AND e.attempts = input.attempts
+        AND e.dispatched_at IS NULL
+        AND e.lease_expires_at IS NOT NULL
+      RETURNING e.id, e.next_attempt_at = 'infinity' AS parked
+    )
+    SELECT settled.id, settled.parked FROM settled;
+  END
+  $park$`;
+
 export class OutboxOrdering1773000000000 implements MigrationInterface {
   name = 'OutboxOrdering1773000000000';
 
@@ -47,9 +153,17 @@ export class OutboxOrdering1773000000000 implements MigrationInterface {
         PRIMARY KEY (handler, key)
       )
     `);
+    await this.createFunctions(queryRunner);
+  }
+
+  private async createFunctions(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(ORDERED_DONE_FUNCTION);
+    await queryRunner.query(ORDERED_PARK_FUNCTION);
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(`DROP FUNCTION IF EXISTS outbox_ordered_park_v1(jsonb, text[])`);
+    await queryRunner.query(`DROP FUNCTION IF EXISTS outbox_ordered_done_v1(uuid[], text[])`);
     await queryRunner.query(`DROP TABLE IF EXISTS outbox_ordering_wait`);
     await queryRunner.query(`DROP TABLE IF EXISTS outbox_ordering_key`);
     await queryRunner.query(`

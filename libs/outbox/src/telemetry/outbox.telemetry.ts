@@ -30,6 +30,14 @@ export interface HandlerRunTelemetry {
 
 const NO_RUN: HandlerRunTelemetry = { within: (fn) => fn(), end: () => undefined };
 
+/** Each settle statement's kind, as the settle-duration metric names it. */
+const SETTLE_KINDS = {
+  delivered: 'delivered',
+  failed: 'failed',
+  release: 'released',
+  held: 'parked',
+} as const;
+
 /**
  * Metrics and traces through the OpenTelemetry API, when the app has `@opentelemetry/api`
  * installed: the library never starts an SDK, so everything here costs a no-op call until the app
@@ -200,9 +208,9 @@ export class OutboxTelemetry {
   }
 
   /** One settle statement and how long it took. */
-  settled(kind: 'delivered' | 'failed' | 'released', ms: number, ok: boolean): void {
+  settled(kind: keyof typeof SETTLE_KINDS, ms: number, ok: boolean): void {
     this.instruments?.settleDuration.record(seconds(ms), {
-      'outbox.settle.kind': kind,
+      'outbox.settle.kind': SETTLE_KINDS[kind],
       ...(ok ? {} : { 'error.type': 'store' }),
     });
   }

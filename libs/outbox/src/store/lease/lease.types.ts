@@ -76,6 +76,12 @@ export interface FailedSettle extends DeliveredSettle {
   dead: boolean;
 }
 
+/** What settles of an app with ordered handlers also do (see `orderedDone`). */
+export interface OrderedSettleOptions {
+  /** The ordered handlers whose dead events do not hold their key. */
+  skipDead: readonly string[];
+}
+
 export interface MarkFailedOptions {
   /**
    * How long a row that is or becomes dead rests before its next replay; Infinity: no automatic
@@ -84,6 +90,8 @@ export interface MarkFailedOptions {
   deadRetryMs: number;
   /** `deadRetryMs` for these event types. */
   deadRetryByType?: Readonly<Record<string, number>>;
+  /** Set when the app has ordered handlers: the settle also frees their keys. */
+  ordering?: OrderedSettleOptions;
 }
 
 /** What one settle statement wrote. */

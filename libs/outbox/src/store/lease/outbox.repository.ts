@@ -10,12 +10,14 @@ import {
   toRecords,
 } from './claim.sql';
 import { ClaimFunction, UNDEFINED_FUNCTION } from './claim-function';
+import { orderedDone, PARK, parkParameters } from './ordered.sql';
 import type {
   ClaimOptions,
   DeliveredSettle,
   FailedSettle,
   MarkFailedOptions,
   NextDueOptions,
+  OrderedSettleOptions,
   OutboxRecord,
   PendingState,
   PendingStateOptions,
@@ -94,11 +96,14 @@ export class OutboxRepository {
   }
 
   /** Marks rows delivered; rows whose attempt count moved on are reported stale and untouched. */
-  async markDelivered(settles: readonly DeliveredSettle[]): Promise<OutboxResult<SettleOutcome>> {
+  async markDelivered(
+    settles: readonly DeliveredSettle[],
+    ordering?: OrderedSettleOptions,
+  ): Promise<OutboxResult<SettleOutcome>> {
     if (settles.length === 0) return ok({ settled: [], stale: [] });
     return this.client.run(
       'markDelivered',
-      MARK_DELIVERED,
+      withOrderedDone(MARK_DELIVERED, settles, ordering),
       markDeliveredParameters(settles),
       (rows: { id: string }[]) => splitStale(settles, rows),
     );
@@ -118,13 +123,31 @@ export class OutboxRepository {
     if (settles.length === 0) return ok({ settled: [], stale: [], newlyDead: [] });
     return this.client.run(
       'markFailed',
-      MARK_FAILED,
+      withOrderedDone(MARK_FAILED, settles, options.ordering),
       markFailedParameters(settles, options, this.client.channel),
       (rows: { id: string; becomes_dead: boolean; retry_at: Date | null }[]) => ({
         ...splitStale(settles, rows),
         newlyDead: rows.filter((row) => row.becomes_dead).map((row) => row.id),
         retryFrom: earliest(rows.map((row) => row.retry_at)),
       }),
+    );
+  }
+
+  /**
+   * Settles events whose handlers left are all held by an earlier event of their key (ordered
+   * handlers): parked until that event is done, or due now when it was done meanwhile. Handlers
+   * that ran are recorded delivered. A row no longer leased for this attempt is reported stale.
+   */
+  async park(
+    settles: readonly DeliveredSettle[],
+    ordering: OrderedSettleOptions,
+  ): Promise<OutboxResult<SettleOutcome>> {
+    if (settles.length === 0) return ok({ settled: [], stale: [] });
+    return this.client.run(
+      'park',
+      PARK,
+      parkParameters(settles, ordering),
+      (rows: { id: string }[]) => splitStale(settles, rows),
     );
   }
 
@@ -229,4 +252,17 @@ function splitStale(
     settled: settles.filter((s) => settledIds.has(s.id)).map((s) => s.id),
     stale: settles.filter((s) => !settledIds.has(s.id)).map((s) => s.id),
   };
+}
+
+/** A settle followed, for an app with ordered handlers, by what it frees (see `orderedDone`). */
+function withOrderedDone(
+  statement: string,
+  settles: readonly { id: string }[],
+  ordering: OrderedSettleOptions | undefined,
+): string {
+  if (!ordering) return statement;
+  return `${statement};\n${orderedDone(
+    settles.map((s) => s.id),
+    ordering,
+  )}`;
 }
