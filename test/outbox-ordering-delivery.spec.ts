@@ -2,6 +2,7 @@ import { Injectable, type INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
+  OutboxAdmin,
   OutboxDispatcher,
   OutboxPublisher,
   type HandlerContext,
@@ -19,6 +20,7 @@ import { useTestDatabase } from './support/test-database';
 
 const calls: Array<{ handler: string; key: string; n: number; attempt: number }> = [];
 const failFirst = new Set<number>();
+const failAlways = new Set<number>();
 
 @Injectable()
 class Handlers {
@@ -31,6 +33,7 @@ class Handlers {
       attempt: ctx.handlerAttempt,
     });
     if (ctx.handlerAttempt === 1 && failFirst.has(event.payload.n)) throw new Error('not yet');
+    if (failAlways.has(event.payload.n)) throw new Error('poison');
   }
 
   @OnOutboxEvent('mailer', { events: ['account.noted'] })
@@ -53,6 +56,8 @@ beforeAll(async () => {
     outbox: {
       autoStart: false,
       retry: { baseMs: 1, maxMs: 1, jitter: 0 },
+      maxAttempts: 2,
+      deadRetryMs: 0,
       retention: { enabled: false },
     },
     providers: [Handlers],
@@ -118,4 +123,37 @@ it("runs an ordered handler on each key's events in their places, a failure hold
     { handler: 'ledger', key: 'k1', waiting: 0 },
     { handler: 'ledger', key: 'k2', waiting: 0 },
   ]);
+});
+
+/** Drains until a drain claims nothing and nothing is due within the retry backoff. */
+async function drainUntilQuiet(): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const report = await app.get(OutboxDispatcher).drainOnce();
+    if (!report.ok) throw report.error ?? new Error('drain failed');
+    if (report.claimed > 0) continue;
+    const { rows } = await t.sql.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM outbox_event
+       WHERE dispatched_at IS NULL AND dead_at IS NULL
+         AND next_attempt_at < now() + interval '1 second'`,
+    );
+    if (rows[0].n === 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  throw new Error('the outbox did not come to rest');
+}
+
+it('holds a key behind its dead event until an operator discards it', async () => {
+  calls.length = 0;
+  failAlways.add(10);
+  await emit([event('k3', 10), event('k3', 11)]);
+  await drainUntilQuiet();
+  const dead = await t.sql.query<{ id: string }>(
+    `SELECT id FROM outbox_event WHERE dead_at IS NOT NULL AND ordering_key = 'k3'`,
+  );
+  expect(dead.rows).toHaveLength(1);
+  expect(calls.filter((c) => c.key === 'k3').map((c) => c.n)).toEqual([10, 10]);
+
+  await app.get(OutboxAdmin).discard({ ids: [dead.rows[0].id] }, { reason: 'poison' });
+  await drainUntilDone();
+  expect(calls.filter((c) => c.key === 'k3').map((c) => c.n)).toEqual([10, 10, 11]);
 });

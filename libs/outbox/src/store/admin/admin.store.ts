@@ -50,6 +50,17 @@ import { HORIZON, toHorizon, type HorizonRow, type OutboxHorizon } from '../hori
 const CLAIM_MARGIN_MS = 30_000;
 
 /**
+ * After a discard, in its transaction: the discarded events are done for their ordered handlers,
+ * so the next event of each key runs (see `outbox_ordered_done_v1`). The rows discarded by this
+ * transaction are those whose discard time is its `now()`.
+ */
+const FREE_DISCARDED_KEYS = `
+  SELECT outbox_ordered_done_v1(
+    ARRAY(SELECT id FROM outbox_event
+          WHERE discarded_at = now() AND cardinality(ordered_for) > 0),
+    '{}'::text[])`;
+
+/**
  * `OutboxAdmin`'s store: dead letters listed, grouped and changed, events listed by type and
  * organization, one event whole, the backlog by type, throughput and the dispatchers that report
  * in. Reads that scan grow with the backlog; each is bounded by the statement timeout.
@@ -106,7 +117,8 @@ export class AdminStore {
   }
 
   /**
-   * One batch of `OutboxAdmin.replay` or `discard`: the rows that `filter` and `ids` select
+   * One batch of `OutboxAdmin.replay` or `discard` (a discard also frees the keys its events
+   * held for ordered handlers): the rows that `filter` and `ids` select
    * after `afterId` (by id), at most `limit`, changed unless `dryRun`, each change recorded as an
    * `outbox.event.replayed` / `outbox.event.discarded` event in the same statement. Returns the
    * selected ids in order, each with whether it changed.
@@ -117,7 +129,7 @@ export class AdminStore {
     const replay = batch.change.kind === 'replay';
     return this.client.run(
       replay ? 'replayDeadLetters' : 'discardDeadLetters',
-      replay ? REPLAY_SELECTED : DISCARD_SELECTED,
+      replay ? REPLAY_SELECTED : `${DISCARD_SELECTED};\n${FREE_DISCARDED_KEYS}`,
       changeParameters(batch, this.client.channel),
       (rows: { id: string; type: string; changed: boolean }[]) =>
         rows.map((row) => ({ id: row.id, type: row.type, changed: row.changed })),
