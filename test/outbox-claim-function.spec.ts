@@ -1,5 +1,5 @@
 import {
-  OutboxClaimFunction1772000000000,
+  OutboxOrdering1773000000000,
   OutboxRepository,
   type OutboxRecord,
   type OutboxResult,
@@ -97,7 +97,7 @@ function comparable({ claimedAt, leaseExpiresAt, ...record }: OutboxRecord) {
   return { ...record, leaseMs: leaseExpiresAt.getTime() - claimedAt.getTime() };
 }
 
-describe('outbox_claim_live_v1', () => {
+describe('outbox_claim_live_v2', () => {
   it('claims exactly what CLAIM_LIVE claims, in the same order and shape', async () => {
     const due = await insertEveryState();
     const cases: ClaimOptions[] = [
@@ -185,12 +185,18 @@ describe('outbox_claim_live_v1', () => {
 });
 
 describe('OutboxRepository and the claim function', () => {
-  const migration = new OutboxClaimFunction1772000000000();
-
+  // The function of this version is created by the ordering migration; 'down' drops it alone
+  // (the migration's own down() would drop the ordering columns too).
   async function migrate(direction: 'up' | 'down') {
+    if (direction === 'down') {
+      await t.sql.query(
+        `DROP FUNCTION outbox_claim_live_v2(integer, double precision, text[], timestamptz, text[])`,
+      );
+      return;
+    }
     const runner = t.db.dataSource.createQueryRunner();
     try {
-      await migration[direction](runner);
+      await new OutboxOrdering1773000000000().up(runner);
     } finally {
       await runner.release();
     }

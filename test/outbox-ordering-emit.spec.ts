@@ -206,8 +206,11 @@ describe('a claim of events an ordered handler receives', () => {
       });
 
       // The first delivered to ledger: the second may run; a dead second holds the rest...
+      // As a settle records it: delivered, and no longer waited on by ledger.
       await t.sql.query(
-        `UPDATE outbox_event SET deliveries = '{"ledger": "2026-01-01T00:00:00Z"}' WHERE id = $1`,
+        `UPDATE outbox_event SET deliveries = '{"ledger": "2026-01-01T00:00:00Z"}',
+                                 ordered_for = array_remove(ordered_for, 'ledger')
+         WHERE id = $1`,
         [first],
       );
       await t.sql.query(`UPDATE outbox_event SET dead_at = now() WHERE id = $1`, [second]);

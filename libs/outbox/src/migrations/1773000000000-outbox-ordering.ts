@@ -80,6 +80,60 @@ const ORDERED_DONE_FUNCTION = `
   END
   $done$`;
 
+/** The live claim's two forms, each returning with every row the ordered handlers it holds. */
+function claimFrom(lowerBound: string): string {
+  return `
+    RETURN QUERY
+    WITH picked AS (
+      SELECT o.id, o.next_attempt_at
+      FROM outbox_event AS o
+      WHERE o.dispatched_at IS NULL
+        AND o.dead_at IS NULL
+        AND o.next_attempt_at <= now()${lowerBound}
+        AND (p_types IS NULL OR o.type = ANY (p_types))
+      ORDER BY o.next_attempt_at, o.id
+      LIMIT p_limit
+      FOR UPDATE SKIP LOCKED
+    ),
+    claimed AS (
+      UPDATE outbox_event AS e
+      SET attempts = e.attempts + 1,
+          lease_expires_at = now() + make_interval(secs => p_lease_ms / 1000.0),
+          next_attempt_at = now() + make_interval(secs => p_lease_ms / 1000.0)
+      WHERE e.id = ANY (ARRAY(SELECT picked.id FROM picked))
+      RETURNING e
+    )
+    SELECT claimed.e, (extract(epoch FROM picked.next_attempt_at) * 1000)::float8,
+           CASE WHEN (claimed.e).ordering_position IS NOT NULL THEN ${HELD('(claimed.e)')} END
+    FROM claimed
+    JOIN picked ON picked.id = (claimed.e).id
+    ORDER BY picked.next_attempt_at, picked.id;`;
+}
+
+/**
+ * `outbox_claim_live_v2(limit, lease ms, types, due from, skip)`: `outbox_claim_live_v1` that also
+ * returns, in the same statement (one snapshot with the rows it picks), the ordered handlers an
+ * earlier event of each row's key holds. A later snapshot than the pick's could miss an earlier
+ * event committed in between and let a handler run early.
+ */
+const CLAIM_LIVE_V2_FUNCTION = `
+  CREATE OR REPLACE FUNCTION outbox_claim_live_v2(
+    p_limit integer,
+    p_lease_ms double precision,
+    p_types text[],
+    p_due_from timestamptz,
+    p_skip text[]
+  )
+  RETURNS TABLE (event outbox_event, due_ms double precision, held text[])
+  LANGUAGE plpgsql
+  AS $claim$
+  BEGIN
+    IF p_due_from IS NULL THEN${claimFrom('')}
+    ELSE${claimFrom(`\n        AND o.next_attempt_at >= p_due_from`)}
+    END IF;
+  END
+  $claim$`;
+
 /**
  * `outbox_ordered_park_v1(settles, skip)`: settles claimed events whose handlers left are all
  * held by an earlier event of their key. Under the wait rows of those handlers (locked in order,
@@ -159,9 +213,13 @@ export class OutboxOrdering1773000000000 implements MigrationInterface {
   private async createFunctions(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(ORDERED_DONE_FUNCTION);
     await queryRunner.query(ORDERED_PARK_FUNCTION);
+    await queryRunner.query(CLAIM_LIVE_V2_FUNCTION);
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(
+      `DROP FUNCTION IF EXISTS outbox_claim_live_v2(integer, double precision, text[], timestamptz, text[])`,
+    );
     await queryRunner.query(`DROP FUNCTION IF EXISTS outbox_ordered_park_v1(jsonb, text[])`);
     await queryRunner.query(`DROP FUNCTION IF EXISTS outbox_ordered_done_v1(uuid[], text[])`);
     await queryRunner.query(`DROP TABLE IF EXISTS outbox_ordering_wait`);

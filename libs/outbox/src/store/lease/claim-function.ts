@@ -9,7 +9,7 @@ export const CLAIM_FUNCTION_LOOK_AGAIN_MS = 60_000;
 export const UNDEFINED_FUNCTION = '42883';
 
 /**
- * Whether live claims go through `outbox_claim_live_v1`. Looked up at the first live claim.
+ * Whether live claims go through `outbox_claim_live_v2`. Looked up at the first live claim.
  * While the function is absent (pods of this version started before its migration ran, or an
  * app that has not run it yet) claims send the statement itself, and the lookup is repeated a
  * minute later, so a rollout needs no restart once the migration has run. A call that finds the
@@ -37,8 +37,8 @@ export class ClaimFunction {
     if (!found.value && this.present === undefined) {
       this.logger.warn(
         OutboxMessages.claimFunctionMissing(
-          'outbox_claim_live_v1',
-          'OutboxClaimFunction1772000000000',
+          'outbox_claim_live_v2',
+          'OutboxOrdering1773000000000',
           CLAIM_FUNCTION_LOOK_AGAIN_MS,
         ),
       );

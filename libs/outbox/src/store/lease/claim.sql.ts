@@ -31,26 +31,25 @@ import type { ClaimOptions, OutboxRecord } from './lease.types';
  * Parameters: see `claimParameters`.
  */
 /**
- * The ordered handlers of a claimed row that must wait: those it was sequenced for, not yet
- * delivered, for which an earlier event of its key is not done (delivered to it, discarded, or
- * dead when the handler skips dead events, $5). One probe of `outbox_event_ordering_idx` per
- * handler, which stops at the first such event; null for a row no ordered handler receives. Read
- * from the statement's snapshot: an older one only sees more events not yet done, so a handler
- * may wait once more than it had to, never run early.
+ * The ordered handlers of a claimed row that must wait: those it still waits on (`ordered_for`,
+ * which a settle done with a handler leaves), for which an earlier event of its key is not done
+ * (still waiting on it, not discarded, and not dead when the handler skips dead events, $5).
+ * The same test as `outbox_claim_live_v2`'s, for the claims that do not go through it. One
+ * probe of `outbox_event_ordering_idx` per handler, which stops at the first such event; null
+ * for a row no ordered handler receives. It must read the snapshot that picked the rows: a later
+ * one could miss an earlier event committed in between and let a handler run early.
  */
 function heldHandlers(row: string): string {
   return `
     CASE WHEN ${row}.ordering_position IS NOT NULL THEN
       ARRAY(SELECT handler FROM unnest(${row}.ordered_for) AS handler
-            WHERE NOT ${row}.deliveries ? handler
-              AND EXISTS (
+            WHERE EXISTS (
                 SELECT 1 FROM outbox_event AS earlier
                 WHERE earlier.ordering_key = ${row}.ordering_key
                   AND earlier.ordering_position < ${row}.ordering_position
                   AND earlier.dispatched_at IS NULL
                   AND earlier.discarded_at IS NULL
                   AND handler = ANY (earlier.ordered_for)
-                  AND NOT earlier.deliveries ? handler
                   AND NOT (earlier.dead_at IS NOT NULL AND handler = ANY ($5::text[]))))
     END`;
 }
@@ -128,7 +127,7 @@ export const CLAIM = `
 
 /**
  * `CLAIM` without dead rows: the live share takes the whole limit. Sent only while the database
- * lacks `outbox_claim_live_v1`, which runs the same claim from plans it keeps (`CLAIM_LIVE_CALL`).
+ * lacks `outbox_claim_live_v2`, which runs the same claim from plans it keeps (`CLAIM_LIVE_CALL`).
  */
 export const CLAIM_LIVE = `
   WITH picked AS (${DUE_LIVE}
@@ -138,7 +137,7 @@ export const CLAIM_LIVE = `
 `;
 
 /**
- * `CLAIM_LIVE` through `outbox_claim_live_v1` (migration `OutboxClaimFunction1772000000000`),
+ * `CLAIM_LIVE` through `outbox_claim_live_v2` (migration `OutboxOrdering1773000000000`),
  * the same rows in the same shape: the server plans this call, not the claim, on every claim.
  */
 export const CLAIM_LIVE_CALL = `
@@ -150,15 +149,15 @@ export const CLAIM_LIVE_CALL = `
          (extract(epoch FROM (c.event).lease_expires_at) * 1000)::float8 AS lease_expires_ms,
          (extract(epoch FROM now()) * 1000)::float8 AS claimed_ms,
          c.due_ms,
-         ${heldHandlers('(c.event)')} AS held
-  FROM outbox_claim_live_v1($1::int, $2::float8, $3::text[], $4::timestamptz)
-       WITH ORDINALITY AS c (event, due_ms, position)
+         c.held
+  FROM outbox_claim_live_v2($1::int, $2::float8, $3::text[], $4::timestamptz, $5::text[])
+       WITH ORDINALITY AS c (event, due_ms, held, position)
   ORDER BY c.position
 `;
 
 /** Whether this database has the claim function, found through search_path as the call is. */
 export const CLAIM_FUNCTION_PRESENT = `
-  SELECT to_regprocedure('outbox_claim_live_v1(integer, double precision, text[], timestamptz)')
+  SELECT to_regprocedure('outbox_claim_live_v2(integer, double precision, text[], timestamptz, text[])')
            IS NOT NULL AS present`;
 
 /**
