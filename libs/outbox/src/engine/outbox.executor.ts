@@ -173,7 +173,7 @@ export class OutboxExecutor {
     if (left.length === 0) {
       return { kind: 'delivered', record, settle: { id, attempts, handlers: succeeded } };
     }
-    if (failed.length === 0 && left.every((h) => record.held.includes(h.name))) {
+    if (failed.length === 0 && this.onlyHeldLeft(record, left)) {
       return { kind: 'held', record, settle: { id, attempts, handlers: succeeded } };
     }
     const policies = new Map(handlers.map((h) => [h.name, h.policy]));
@@ -214,6 +214,19 @@ export class OutboxExecutor {
         dead,
       },
     };
+  }
+
+  /**
+   * Whether the handlers `left` that may still run are all held by an earlier event of the key,
+   * so the event waits for it (parked) rather than coming back at once. A handler that used its
+   * attempts on a live event runs no more, and holds nothing up.
+   */
+  private onlyHeldLeft(record: OutboxRecord, left: readonly HandlerWithPolicy[]): boolean {
+    if (record.held.length === 0) return false;
+    const runnable = record.deadAt
+      ? left
+      : left.filter((h) => ownFailure(record, h.name)?.retryAt !== null);
+    return runnable.length > 0 && runnable.every((h) => record.held.includes(h.name));
   }
 
   /** When the event is next due, as a delay from now: for logs and for planning the next wake. */
