@@ -21,6 +21,7 @@ import { useTestDatabase } from './support/test-database';
 const calls: Array<{ handler: string; key: string; n: number; attempt: number }> = [];
 const failFirst = new Set<number>();
 const failAlways = new Set<number>();
+const mailerFails = new Set<number>();
 
 @Injectable()
 class Handlers {
@@ -44,6 +45,7 @@ class Handlers {
       n: event.payload.n,
       attempt: ctx.handlerAttempt,
     });
+    if (mailerFails.has(event.payload.n)) throw new Error('mail server down');
   }
 }
 
@@ -152,8 +154,95 @@ it('holds a key behind its dead event until an operator discards it', async () =
   );
   expect(dead.rows).toHaveLength(1);
   expect(calls.filter((c) => c.key === 'k3').map((c) => c.n)).toEqual([10, 10]);
+  const admin = app.get(OutboxAdmin);
+  expect(await admin.blockedKeys()).toEqual({
+    items: [
+      {
+        handler: 'ledger',
+        key: 'k3',
+        eventId: dead.rows[0].id,
+        since: expect.any(Date),
+        lastError: 'Error: poison',
+        waiting: 1,
+      },
+    ],
+    next: null,
+  });
 
   await app.get(OutboxAdmin).discard({ ids: [dead.rows[0].id] }, { reason: 'poison' });
   await drainUntilDone();
   expect(calls.filter((c) => c.key === 'k3').map((c) => c.n)).toEqual([10, 10, 11]);
+});
+
+it('lists blocked keys by handler and key, page by page, and unblocks a key whose head a replay delivers', async () => {
+  calls.length = 0;
+  failAlways.add(20);
+  failAlways.add(30);
+  await emit([event('k4', 20), event('k4', 21), event('k4', 22)]);
+  await emit([event('k5', 30), event('k5', 31)]);
+  await drainUntilQuiet();
+  const admin = app.get(OutboxAdmin);
+  const all = await admin.blockedKeys();
+  expect(all.items.map((b) => [b.key, b.waiting])).toEqual([
+    ['k4', 2],
+    ['k5', 1],
+  ]);
+  const first = await admin.blockedKeys({ limit: 1 });
+  expect(first.items.map((b) => b.key)).toEqual(['k4']);
+  const second = await admin.blockedKeys({ limit: 1, after: first.next! });
+  expect(second).toEqual({ items: [all.items[1]], next: null });
+  expect((await admin.blockedKeys({ key: 'k5' })).items).toEqual([all.items[1]]);
+  expect((await admin.blockedKeys({ handler: 'mailer' })).items).toEqual([]);
+
+  failAlways.delete(20);
+  await admin.replay({ ids: [all.items[0].eventId] });
+  await drainUntilQuiet();
+  expect(calls.filter((c) => c.key === 'k4').map((c) => c.n)).toEqual([20, 20, 20, 21, 22]);
+  expect((await admin.blockedKeys()).items.map((b) => b.key)).toEqual(['k5']);
+  const { rows } = await t.sql.query(
+    `SELECT key, waiting::int AS waiting FROM outbox_ordering_wait WHERE key IN ('k4', 'k5') ORDER BY key`,
+  );
+  expect(rows).toEqual([
+    { key: 'k4', waiting: 0 },
+    { key: 'k5', waiting: 2 },
+  ]);
+});
+
+it('refuses a blocked-keys query it cannot read, naming the field', async () => {
+  const admin = app.get(OutboxAdmin);
+  await expect(admin.blockedKeys({ limit: 0 })).rejects.toThrow(/filter\.limit/);
+  await expect(admin.blockedKeys({ after: 'nope' })).rejects.toThrow(/filter\.after/);
+  await expect(admin.blockedKeys({ key: '' })).rejects.toThrow(/filter\.key/);
+  await expect(
+    admin.blockedKeys({ handlers: 'ledger' } as unknown as { handler: string }),
+  ).rejects.toThrow(/filter\.handlers/);
+});
+
+it('lists a key once, at its head, when an event behind the head is dead for another handler', async () => {
+  calls.length = 0;
+  failAlways.add(40);
+  mailerFails.add(41);
+  await emit([event('k6', 40), event('k6', 41, 'account.noted')]);
+  await drainUntilQuiet();
+  const admin = app.get(OutboxAdmin);
+  const blocked = await admin.blockedKeys({ key: 'k6' });
+  expect(blocked.items.map((b) => [b.handler, b.waiting])).toEqual([['ledger', 1]]);
+  expect(calls.filter((c) => c.key === 'k6').map((c) => [c.handler, c.n])).toEqual([
+    ['ledger', 40],
+    ['mailer', 41],
+    ['ledger', 40],
+    ['mailer', 41],
+  ]);
+  // The event behind waits for the head without coming back to a claim in the meantime.
+  const behind = `SELECT attempts, dead_at IS NOT NULL AS dead FROM outbox_event
+                  WHERE ordering_key = 'k6' AND payload->>'n' = '41'`;
+  expect((await t.sql.query(behind)).rows).toEqual([{ attempts: 3, dead: false }]);
+
+  await admin.discard({ ids: [blocked.items[0].eventId] }, { reason: 'poison' });
+  await drainUntilQuiet();
+  expect(calls.filter((c) => c.key === 'k6' && c.handler === 'ledger').map((c) => c.n)).toEqual([
+    40, 40, 41,
+  ]);
+  // Delivered to the ledger, it is dead for the mailer alone.
+  expect((await t.sql.query(behind)).rows).toEqual([{ attempts: 4, dead: true }]);
 });

@@ -23,6 +23,9 @@ export type { OutboxDashboardOptions } from './admin/dashboard/dashboard.options
 export type {
   DeadLetter,
   DeadLetterFilter,
+  BlockedKey,
+  BlockedKeyList,
+  BlockedKeysFilter,
   DeadLetterGroup,
   DeadLetterList,
   DeadLetterPage,

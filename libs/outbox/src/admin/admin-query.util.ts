@@ -2,6 +2,7 @@ import { decodeCursor, type Keyset } from '../store/admin/keyset-cursor.util';
 import { InvalidOutboxAdminQueryError } from '../outbox.errors';
 import { isUuid } from '../common/uuid.util';
 import type {
+  BlockedKeysFilter,
   DeadLetterFilter,
   DeadLetterSelector,
   OutboxEventsFilter,
@@ -136,30 +137,56 @@ export function checkSelector(selector: DeadLetterSelector): {
   return { filter, ids: null };
 }
 
-/** A page size from 1 to MAX_PAGE (DEFAULT_PAGE when absent), and the cursor decoded. */
+/**
+ * A page size from 1 to MAX_PAGE (DEFAULT_PAGE when absent), and the cursor decoded. `path`
+ * names the object in errors; `known` are the keys it may hold.
+ */
 export function checkPage(
   page: { limit?: number; after?: string },
   cursorKind: string,
   cursorOf: string,
+  { path = 'page', known = ['limit', 'after'] }: { path?: string; known?: string[] } = {},
 ): { limit: number; after: Keyset | null } {
   if (typeof page !== 'object' || page === null) {
-    throw new InvalidOutboxAdminQueryError('page', page, 'an object');
+    throw new InvalidOutboxAdminQueryError(path, page, 'an object');
   }
-  checkKnownKeys(page, 'page', ['limit', 'after']);
+  checkKnownKeys(page, path, known);
   const limit = page.limit ?? DEFAULT_PAGE;
   if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE) {
-    throw new InvalidOutboxAdminQueryError('page.limit', limit, `an integer from 1 to ${MAX_PAGE}`);
+    throw new InvalidOutboxAdminQueryError(
+      `${path}.limit`,
+      limit,
+      `an integer from 1 to ${MAX_PAGE}`,
+    );
   }
   if (page.after === undefined) return { limit, after: null };
   const after = typeof page.after === 'string' ? decodeCursor(cursorKind, page.after) : null;
   if (!after) {
     throw new InvalidOutboxAdminQueryError(
-      'page.after',
+      `${path}.after`,
       page.after,
       `a \`next\` cursor of ${cursorOf}`,
     );
   }
   return { limit, after };
+}
+
+/** `OutboxAdmin.blockedKeys`' filter: its conditions, then its page. */
+export function checkBlockedKeysFilter(
+  filter: BlockedKeysFilter,
+  cursorKind: string,
+): { handler: string | null; key: string | null; limit: number; after: Keyset | null } {
+  const page = checkPage(filter, cursorKind, 'blockedKeys', {
+    path: 'filter',
+    known: ['handler', 'key', 'limit', 'after'],
+  });
+  for (const field of ['handler', 'key'] as const) {
+    const value = filter[field];
+    if (value !== undefined && (typeof value !== 'string' || value.length === 0)) {
+      throw new InvalidOutboxAdminQueryError(`filter.${field}`, value, 'a non-empty string');
+    }
+  }
+  return { handler: filter.handler ?? null, key: filter.key ?? null, ...page };
 }
 
 /** What `OutboxAdmin.events` filters by; each is a condition. */

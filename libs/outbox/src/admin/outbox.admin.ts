@@ -1,7 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable, Logger, Optional } from '@nestjs/common';
 import { DEAD_LETTERS_CURSOR } from '../store/admin/dead-letters.sql';
+import { BLOCKED_KEYS_CURSOR } from '../store/admin/blocked-keys.sql';
 import {
+  type BlockedKeyList,
+  type BlockedKeysFilter,
   type ChangeBounds,
   type DeadLetterChange,
   type DeadLetterSelector,
@@ -26,7 +29,13 @@ import { isUuid } from '../common/uuid.util';
 import { AdminStore } from '../store/admin/admin.store';
 import { OutboxTelemetry } from '../telemetry/outbox.telemetry';
 import { DISPATCHER_REPORT_MS } from '../engine/outbox.heartbeat';
-import { checkEventsFilter, checkFilter, checkPage, checkSelector } from './admin-query.util';
+import {
+  checkBlockedKeysFilter,
+  checkEventsFilter,
+  checkFilter,
+  checkPage,
+  checkSelector,
+} from './admin-query.util';
 import { checkChangeBounds } from './change-bounds.util';
 import { changeInBatches } from './change-batches';
 
@@ -132,6 +141,18 @@ export class OutboxAdmin {
   async groups(filter: DeadLetterFilter = {}): Promise<DeadLetterGroup[]> {
     checkFilter(filter);
     return unwrap(await this.store.groupDeadLetters(filter, MAX_GROUPS));
+  }
+
+  /**
+   * Keys that an ordered handler (`onDead: 'block'`) cannot go on with because their head event
+   * is dead for it, oldest first, by keyset pages of `limit` (50 by default, at most 500); each
+   * with how many events of the key wait behind the head. `replay({ ids: [eventId] })` unblocks
+   * the key once the head is delivered; `discard` unblocks it at once.
+   */
+  async blockedKeys(filter: BlockedKeysFilter = {}): Promise<BlockedKeyList> {
+    return unwrap(
+      await this.store.blockedKeys(checkBlockedKeysFilter(filter, BLOCKED_KEYS_CURSOR)),
+    );
   }
 
   /**

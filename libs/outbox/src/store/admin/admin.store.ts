@@ -14,7 +14,14 @@ import {
   toClaim,
   type ChangeClaim,
 } from './change-claim.sql';
+import {
+  BLOCKED_KEYS,
+  blockedKeysParameters,
+  toBlockedKeys,
+  type BlockedKeysQuery,
+} from './blocked-keys.sql';
 import type {
+  BlockedKeyList,
   DeadLetterFilter,
   DeadLetterGroup,
   DeadLetterList,
@@ -95,6 +102,16 @@ export class AdminStore {
       GROUP_DEAD_LETTERS,
       groupParameters(filter, limit),
       toGroups,
+    );
+  }
+
+  /** A page of keys blocked for ordered handlers by a dead head (see `BLOCKED_KEYS`). */
+  async blockedKeys(query: BlockedKeysQuery): Promise<OutboxResult<BlockedKeyList>> {
+    return this.client.run(
+      'blockedKeys',
+      BLOCKED_KEYS,
+      blockedKeysParameters(query),
+      toBlockedKeys(query.limit),
     );
   }
 

@@ -70,6 +70,39 @@ export interface DeadLetterList {
   next: string | null;
 }
 
+/** What `OutboxAdmin.blockedKeys` lists: each condition narrows, and the page. */
+export interface BlockedKeysFilter {
+  /** Keys blocked for this ordered handler only. */
+  handler?: string;
+  /** This key only (an `orderingKey`, or `aggregateType:aggregateId`). */
+  key?: string;
+  /** Items per page, 1 to 500. Default 50. */
+  limit?: number;
+  /** The `next` cursor of the previous page. */
+  after?: string;
+}
+
+/** A key an ordered handler cannot go on with: the key's head is dead for it. */
+export interface BlockedKey {
+  /** The ordered handler (with `onDead: 'block'`) that the key is blocked for. */
+  handler: string;
+  key: string;
+  /** The dead head: replay it (delivered, it unblocks) or discard it (unblocks at once). */
+  eventId: string;
+  /** When the head became dead. */
+  since: Date;
+  /** The handler's part of the head's last error (scrubbed, as stored), if it recorded one. */
+  lastError: string | null;
+  /** Events of the key queued behind the head for the handler, counted up to 1,000. */
+  waiting: number;
+}
+
+export interface BlockedKeyList {
+  items: BlockedKey[];
+  /** Pass as `after` for the next page; null on the last page. */
+  next: string | null;
+}
+
 /** Dead letters of one type that one handler failed with one kind of error. */
 export interface DeadLetterGroup {
   type: string;

@@ -1,9 +1,11 @@
 import { isUuid } from '../../common/uuid.util';
 
-/** The last row of a page: its sort time (microseconds, UTC, as text) and id. */
+/** The last row of a page: its sort time (microseconds, UTC, as text), id and a tie-break. */
 export interface Keyset {
   at: string;
   id: string;
+  /** Orders rows of one id (a blocked key's handler). */
+  tie?: string;
 }
 
 /** The select-list expression of a keyset time: `column` with microseconds, in UTC. */
@@ -16,7 +18,8 @@ export function keysetTime(column: string): string {
  * cursor of one listing is refused by another.
  */
 export function encodeCursor(kind: string, keyset: Keyset): string {
-  return Buffer.from(JSON.stringify([kind, keyset.at, keyset.id])).toString('base64url');
+  const fields = [kind, keyset.at, keyset.id, ...(keyset.tie === undefined ? [] : [keyset.tie])];
+  return Buffer.from(JSON.stringify(fields)).toString('base64url');
 }
 
 /** The keyset of a cursor `encodeCursor(kind, …)` made, or null for anything else. */
@@ -25,13 +28,15 @@ export function decodeCursor(kind: string, cursor: string): Keyset | null {
     const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
     if (
       Array.isArray(parsed) &&
-      parsed.length === 3 &&
+      (parsed.length === 3 || (parsed.length === 4 && typeof parsed[3] === 'string')) &&
       parsed[0] === kind &&
       typeof parsed[1] === 'string' &&
       /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/.test(parsed[1]) &&
       isUuid(parsed[2])
     ) {
-      return { at: parsed[1], id: parsed[2] };
+      return parsed.length === 4
+        ? { at: parsed[1], id: parsed[2], tie: parsed[3] as string }
+        : { at: parsed[1], id: parsed[2] };
     }
   } catch {
     // Not base64url JSON: reported like any other foreign cursor.
