@@ -145,7 +145,9 @@ describe('status', () => {
     await seed();
     const text = await cli(['status'], env);
     expect(text.code).toBe(0);
-    expect(text.stdout).toContain('due 1  retrying 1  in flight 0  expired leases 0  dead 3');
+    expect(text.stdout).toContain(
+      'due 1  retrying 1  in flight 0  expired leases 0  parked 0  dead 3',
+    );
     expect(text.stdout).toMatch(/^invoice\.paid\s+0\s+0\s+0\s+3\s+0\s+-$/m);
     expect(text.stdout).toMatch(/^member\.invited\s+1\s+1\s+0\s+0\s+0\s+\d/m);
 

@@ -251,7 +251,15 @@ describe('pendingState and nextDue read indexes only', () => {
         new Set(
           name === 'NEXT_DUE'
             ? ['outbox_event_due_idx', 'outbox_event_dead_retry_idx']
-            : ['outbox_event_due_idx', 'outbox_event_dead_retry_idx', 'outbox_event_leased_idx'],
+            : [
+                'outbox_event_due_idx',
+                'outbox_event_dead_retry_idx',
+                'outbox_event_leased_idx',
+                // Blocked keys (no dead row here: the planner may take any dead index) and the
+                // oldest retrying head of a key; see the describe below.
+                'outbox_event_ordering_idx',
+                'outbox_event_ordered_retry_idx',
+              ],
         ),
       );
       // Each count stops at the cap and each probe at its first entry, whatever the backlog.
@@ -442,4 +450,49 @@ describe('OutboxDueIndex1765000000000 upgrades a 0.1 table in place', () => {
     const { rows } = await sql.query('SELECT * FROM outbox_event ORDER BY id');
     return Object.fromEntries(rows.map((row) => [row.type, row]));
   }
+});
+
+describe('blocked keys and the oldest retrying head of a key read their own indexes', () => {
+  beforeAll(async () => {
+    await t.sql.query('TRUNCATE outbox_event');
+    await insertResting(t.sql, 'backoff', 50_000);
+    // Dead events of unordered handlers, and three keys whose head is dead for `ledger`.
+    await t.sql.query(
+      `INSERT INTO outbox_event
+         (id, type, aggregate_type, aggregate_id, payload, attempts, dead_at, next_attempt_at,
+          ordering_key, ordering_position, ordered_for)
+       SELECT gen_random_uuid(), 'bulk.dead', 'bulk', g::text, '{}'::jsonb, 3, now(),
+              now() + interval '1 hour',
+              CASE WHEN g <= 3 THEN 'k' || g END, CASE WHEN g <= 3 THEN 1 END,
+              CASE WHEN g <= 3 THEN '{ledger}'::text[] END
+       FROM generate_series(1, 5000) AS g`,
+    );
+    // Two heads `ledger` retries, the older emitted ten minutes ago.
+    await t.sql.query(
+      `INSERT INTO outbox_event
+         (id, type, aggregate_type, aggregate_id, payload, attempts, occurred_at, next_attempt_at,
+          failures, ordering_key, ordering_position, ordered_for)
+       SELECT gen_random_uuid(), 'bulk.ordered', 'bulk', g::text, '{}'::jsonb, 1,
+              now() - g * interval '5 minutes', now() + interval '1 minute',
+              '{"ledger": {"count": 1, "retryAt": null}}'::jsonb, 'r' || g, 1, '{ledger}'
+       FROM generate_series(1, 2) AS g`,
+    );
+    await t.sql.query('ANALYZE outbox_event');
+  });
+
+  it('PENDING_STATE counts the blocked keys on outbox_event_blocked_idx and finds the oldest retrying head on outbox_event_ordered_retry_idx', async () => {
+    const { rows } = await t.sql.query(
+      `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${PENDING_STATE}`,
+      pendingStateParameters({}, 1000),
+    );
+    const scans = tableScans(rows[0]['QUERY PLAN'][0].Plan);
+    const on = (index: string) => scans.filter((scan) => scan['Index Name'] === index);
+    expect(on('outbox_event_blocked_idx').map(rowsRead)).toEqual([3]);
+    expect(on('outbox_event_ordered_retry_idx').map(rowsRead)).toEqual([1]);
+
+    const state = value(await new OutboxRepository(t.db.dataSource).pendingState());
+    expect(state).toMatchObject({ blockedKeys: 3, dead: 1000 });
+    expect(state.orderedWaitMs).toBeGreaterThanOrEqual(10 * 60_000);
+    expect(state.orderedWaitMs).toBeLessThan(11 * 60_000);
+  });
 });

@@ -148,7 +148,10 @@ describe('OutboxHealthIndicator over HTTP', () => {
       retrying: 2,
       inFlight: 0,
       expiredLeases: 0,
+      parked: 0,
       dead: 1,
+      blockedKeys: 0,
+      orderedWaitMs: null,
       countLimit: 1000,
       // Whatever else runs on the database may hold the horizon for a moment.
       horizon: expect.objectContaining({ deadTuples: expect.any(Number) }),

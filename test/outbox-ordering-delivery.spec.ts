@@ -4,6 +4,7 @@ import {
   OnOutboxEvent,
   OutboxAdmin,
   OutboxDispatcher,
+  OutboxHealthIndicator,
   OutboxPublisher,
   type HandlerContext,
   type NewOutboxEvent,
@@ -194,11 +195,15 @@ it('lists blocked keys by handler and key, page by page, and unblocks a key whos
   expect((await admin.blockedKeys({ key: 'k5' })).items).toEqual([all.items[1]]);
   expect((await admin.blockedKeys({ handler: 'mailer' })).items).toEqual([]);
 
+  const health = async () => (await app.get(OutboxHealthIndicator).isHealthy()).outbox;
+  expect(await health()).toMatchObject({ blockedKeys: 2, orderedWaitMs: null });
+
   failAlways.delete(20);
   await admin.replay({ ids: [all.items[0].eventId] });
   await drainUntilQuiet();
   expect(calls.filter((c) => c.key === 'k4').map((c) => c.n)).toEqual([20, 20, 20, 21, 22]);
   expect((await admin.blockedKeys()).items.map((b) => b.key)).toEqual(['k5']);
+  expect(await health()).toMatchObject({ blockedKeys: 1 });
   const { rows } = await t.sql.query(
     `SELECT key, waiting::int AS waiting FROM outbox_ordering_wait WHERE key IN ('k4', 'k5') ORDER BY key`,
   );
@@ -245,4 +250,19 @@ it('lists a key once, at its head, when an event behind the head is dead for ano
   ]);
   // Delivered to the ledger, it is dead for the mailer alone.
   expect((await t.sql.query(behind)).rows).toEqual([{ attempts: 4, dead: true }]);
+});
+
+it('reports in health how long the oldest head retried by an ordered handler has held its key', async () => {
+  failFirst.add(60);
+  await emit([event('k7', 60), event('k7', 61)]);
+  await t.sql.query(
+    `UPDATE outbox_event SET occurred_at = now() - interval '1 minute' WHERE ordering_key = 'k7'`,
+  );
+  const report = await app.get(OutboxDispatcher).drainOnce();
+  expect(report.ok).toBe(true);
+  const { outbox } = await app.get(OutboxHealthIndicator).isHealthy();
+  expect(outbox.orderedWaitMs).toBeGreaterThanOrEqual(60_000);
+  expect(outbox.orderedWaitMs).toBeLessThan(120_000);
+  await drainUntilQuiet();
+  expect((await app.get(OutboxHealthIndicator).isHealthy()).outbox.orderedWaitMs).toBeNull();
 });

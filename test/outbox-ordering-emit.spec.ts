@@ -69,7 +69,7 @@ interface Placed {
 async function placed(sql: Client): Promise<Placed[]> {
   const { rows } = await sql.query<Placed>(
     `SELECT id, coalesce(ordering_key, aggregate_type || ':' || aggregate_id) AS key,
-            ordering_position::int AS position, next_attempt_at = 'infinity' AS parked
+            ordering_position::int AS position, next_attempt_at = '9999-12-31 00:00:00+00' AS parked
      FROM outbox_event ORDER BY key, ordering_position, id`,
   );
   return rows;

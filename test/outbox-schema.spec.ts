@@ -102,6 +102,13 @@ describe('outbox schema', () => {
         'CREATE INDEX outbox_event_ordering_idx ON outbox_event USING btree ' +
         '(ordering_key, ordering_position) WHERE ((ordering_position IS NOT NULL) AND ' +
         '(dispatched_at IS NULL) AND (discarded_at IS NULL))',
+      outbox_event_blocked_idx:
+        'CREATE INDEX outbox_event_blocked_idx ON outbox_event USING btree (dead_at, id) ' +
+        'WHERE ((dispatched_at IS NULL) AND (dead_at IS NOT NULL) AND (discarded_at IS NULL) ' +
+        "AND (ordered_for <> '{}'::text[]))",
+      outbox_event_ordered_retry_idx:
+        'CREATE INDEX outbox_event_ordered_retry_idx ON outbox_event USING btree (occurred_at) ' +
+        'WHERE ((dispatched_at IS NULL) AND (dead_at IS NULL) AND (failures ?| ordered_for))',
     });
   });
 

@@ -72,6 +72,11 @@ class Handlers {
   webhook() {
     if (down.has('webhook')) throw new TypeError('receiver said 503');
   }
+
+  @OnOutboxEvent('journal', { events: ['invoice.journaled'], ordered: true })
+  journal() {
+    if (down.has('journal')) throw new TypeError('journal refused');
+  }
 }
 
 let db: TestDatabase;
@@ -288,5 +293,23 @@ describe('listener reconnects', () => {
     } finally {
       await listening.close();
     }
+  });
+
+  it("gauges the keys an ordered handler is blocked on, and how long a retrying key's head has waited", async () => {
+    down.add('journal');
+    const journaled = (n: number): NewOutboxEvent => ({
+      type: 'invoice.journaled',
+      aggregateType: 'invoice',
+      aggregateId: 'inv-1',
+      payload: { n },
+    });
+    await emitInRequest([journaled(1), journaled(2)]);
+    await drainUntilIdle(app);
+    const blocked = await collect();
+    expect(sum(blocked, 'outbox.ordering.blocked_keys')).toBe(1);
+    expect(sum(blocked, 'outbox.ordering.wait')).toBe(0);
+    expect(blocked.find((m) => m.descriptor.name === 'outbox.ordering.wait')!.descriptor.unit).toBe(
+      's',
+    );
   });
 });

@@ -40,7 +40,16 @@ export type OutboxHealthData = {
   retrying?: number;
   inFlight?: number;
   expiredLeases?: number;
+  /** Events waiting for an earlier event of their key (ordered handlers). */
+  parked?: number;
   dead?: number;
+  /** Keys an ordered handler cannot go on with: their head is dead (see `OutboxAdmin.blockedKeys`). */
+  blockedKeys?: number;
+  /**
+   * How long the oldest event holding its key for an ordered handler that retries it has waited
+   * since it was emitted, in ms (null when none): the events of its key wait behind it.
+   */
+  orderedWaitMs?: number | null;
   /** Each count stops there: a count equal to it means at least that many. */
   countLimit?: number | null;
   /**
@@ -69,7 +78,7 @@ const DEFAULT_TIMEOUT_MS = 2000;
  * dispatcher stops or has stopped, has completed no claim for several poll intervals, gave up
  * settles that the store kept refusing, or its state query fails; and, only when `maxLagMs` is
  * given, for a queue-wide lag. It never throws; the data says why: lag, the due / retrying /
- * in-flight / expired-lease / dead counts (each read from an index and capped at `countLimit`,
+ * in-flight / expired-lease / parked / dead / blocked-key counts (each read from an index and capped at `countLimit`,
  * so a probe costs the same at any backlog: a count equal to it means at least that many), and
  * this pod's slots (busy, and overdue: held by a handler past its budget).
  */
@@ -95,19 +104,13 @@ export class OutboxHealthIndicator {
     };
     const pending = await this.pendingWithin(timeoutMs);
     if (!pending.ok) return session.down({ ...base, message: pending.message });
-    const { oldestDueWaitMs, due, retrying, inFlight, expiredLeases, dead, countLimit, horizon } =
-      pending.value;
+    // Every figure of the state but the next due time, which is the dispatcher's business.
+    const { oldestDueWaitMs, nextDueInMs, ...counts } = pending.value;
     const settleFailure = this.dispatcher.settleFailure;
     const data = {
       ...base,
       lagMs: oldestDueWaitMs ?? 0,
-      due,
-      retrying,
-      inFlight,
-      expiredLeases,
-      dead,
-      countLimit,
-      horizon,
+      ...counts,
       slots: this.dispatcher.slots,
       settleFailure: settleFailure && {
         since: settleFailure.since.toISOString(),

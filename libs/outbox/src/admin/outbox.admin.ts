@@ -77,7 +77,7 @@ export class OutboxAdmin {
     ]);
     const byType = unwrap(backlog);
     const total = (
-      field: 'due' | 'retrying' | 'inFlight' | 'expiredLeases' | 'dead' | 'discarded',
+      field: 'due' | 'retrying' | 'inFlight' | 'expiredLeases' | 'parked' | 'dead' | 'discarded',
     ) => byType.reduce((sum, t) => sum + t[field], 0);
     const known = (values: (number | null)[]) => values.filter((v): v is number => v !== null);
     const waits = known(byType.map((t) => t.oldestDueWaitMs));
@@ -87,6 +87,7 @@ export class OutboxAdmin {
       retrying: total('retrying'),
       inFlight: total('inFlight'),
       expiredLeases: total('expiredLeases'),
+      parked: total('parked'),
       dead: total('dead'),
       discarded: total('discarded'),
       lagMs: waits.length > 0 ? Math.max(...waits) : null,

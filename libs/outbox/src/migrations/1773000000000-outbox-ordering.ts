@@ -8,6 +8,10 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  *   key, set only for events an ordered handler receives; `ordered_for`: those handlers.
  *   `outbox_event_ordering_idx` finds the events of a key not yet done, in place order: what a
  *   claim reads to tell whether an earlier event still holds the key for a handler.
+ *   `outbox_event_blocked_idx` holds the dead events an ordered handler still has to be done
+ *   with (the blocked keys' heads), `outbox_event_ordered_retry_idx` the live ones an ordered
+ *   handler failed on and retries (the keys held by a retrying head): the admin's and the health
+ *   probe's reads, small whatever the backlog.
  * - `outbox_ordering_key`: each key's last position. An emit takes the next one by updating the
  *   key's row, whose lock it holds to COMMIT, so a transaction that commits later gets a later
  *   position: commit order, not the order ids or sequences were drawn in.
@@ -18,6 +22,16 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * Nullable columns without defaults and new tables: nothing is rewritten, and the previous
  * version never reads them.
  */
+/**
+ * The due time of a parked event, which only a done of the event ahead of it makes due: the
+ * far date of rows only a replay brings back (`NEVER_DUE`), written out as migrations are frozen.
+ * Not 'infinity', which PostgreSQL before 17 cannot subtract from, as the state probes do.
+ */
+const PARKED = `timestamptz '9999-12-31 00:00:00+00'`;
+
+/** The payload of the outbox's wakes (`WAKE_PAYLOAD`): the transaction's now() in epoch ms. */
+const WAKE = `(floor(extract(epoch FROM now()) * 1000))::bigint::text`;
+
 /**
  * The ordered handlers of event `e` that an earlier event of its key still holds: not yet done
  * for them (still in its `ordered_for`), not discarded, and not dead when the handler skips dead
@@ -35,15 +49,16 @@ const HELD = (e: string) => `
             AND NOT (earlier.dead_at IS NOT NULL AND handler = ANY (p_skip))))`;
 
 /**
- * `outbox_ordered_done_v1(ids, skip)`: after a settle, each ordered handler an event is now done
+ * `outbox_ordered_done_v1(ids, skip, channel)`: after a settle, each ordered handler an event is now done
  * with (delivered to it, the event delivered or discarded, or dead for a handler that skips dead
  * events) leaves the event's `ordered_for`, its key's wait count drops, and the next event of the
- * key for that handler, if parked, becomes due. Wait rows are locked in (handler, key) order; a
+ * key for that handler, if parked, becomes due, and the dispatchers listening on `channel` are
+ * woken (at COMMIT, with the wake payload of emits). Wait rows are locked in (handler, key) order; a
  * next event locked by another transaction is left to it (that transaction is a settle or a park
  * of it, which decides after this one commits, under the same wait row).
  */
 const ORDERED_DONE_FUNCTION = `
-  CREATE OR REPLACE FUNCTION outbox_ordered_done_v1(p_ids uuid[], p_skip text[])
+  CREATE OR REPLACE FUNCTION outbox_ordered_done_v1(p_ids uuid[], p_skip text[], p_channel text)
   RETURNS void
   LANGUAGE plpgsql
   AS $done$
@@ -74,7 +89,10 @@ const ORDERED_DONE_FUNCTION = `
                     ORDER BY n.ordering_position
                     LIMIT 1
                     FOR UPDATE SKIP LOCKED)
-          AND next_attempt_at = 'infinity';
+          AND next_attempt_at = ${PARKED};
+        IF FOUND THEN
+          PERFORM pg_notify(p_channel, ${WAKE});
+        END IF;
       END IF;
     END LOOP;
   END
@@ -135,15 +153,16 @@ const CLAIM_LIVE_V2_FUNCTION = `
   $claim$`;
 
 /**
- * `outbox_ordered_park_v1(settles, skip)`: settles claimed events whose handlers left are all
- * held by an earlier event of their key. Under the wait rows of those handlers (locked in order,
- * so a concurrent done has committed or waits), it decides again from a fresh snapshot: parked
- * (due never, until a done wakes it) when still held, due now otherwise. Handlers that ran join
- * `deliveries`; the lease ends. A settle whose attempt moved on is stale (not returned).
+ * `outbox_ordered_park_v1(settles, skip, channel)`: settles claimed events whose handlers left
+ * are all held by an earlier event of their key. Under the wait rows of those handlers (locked
+ * in order, so a concurrent done has committed or waits), it decides again from a fresh
+ * snapshot: parked (due never, until a done wakes it) when still held, due now otherwise, with
+ * the dispatchers on `channel` woken. Handlers that ran join `deliveries`; the lease ends. A
+ * settle whose attempt moved on is stale (not returned).
  * settles: jsonb array of {id, attempts, handlers}.
  */
 const ORDERED_PARK_FUNCTION = `
-  CREATE OR REPLACE FUNCTION outbox_ordered_park_v1(p_settles jsonb, p_skip text[])
+  CREATE OR REPLACE FUNCTION outbox_ordered_park_v1(p_settles jsonb, p_skip text[], p_channel text)
   RETURNS TABLE (id uuid, parked boolean)
   LANGUAGE plpgsql
   AS $park$
@@ -166,15 +185,21 @@ const ORDERED_PARK_FUNCTION = `
                         FROM unnest(input.handlers) AS handler) || e.deliveries,
           lease_expires_at = NULL,
           next_attempt_at = CASE WHEN cardinality(${HELD('e')}) > 0
-                                 THEN 'infinity'::timestamptz ELSE now() END
+                                 THEN ${PARKED} ELSE now() END
       FROM input
       WHERE e.id = input.id
         AND e.attempts = input.attempts
         AND e.dispatched_at IS NULL
         AND e.lease_expires_at IS NOT NULL
-      RETURNING e.id, e.next_attempt_at = 'infinity' AS parked
+      RETURNING e.id, e.next_attempt_at = ${PARKED} AS parked
     )
     SELECT settled.id, settled.parked FROM settled;
+    PERFORM pg_notify(p_channel, ${WAKE})
+    FROM outbox_event AS e
+    WHERE e.id IN (SELECT (s->>'id')::uuid FROM jsonb_array_elements(p_settles) AS s)
+      AND e.next_attempt_at = now()
+      AND e.lease_expires_at IS NULL
+    LIMIT 1;
   END
   $park$`;
 
@@ -192,6 +217,17 @@ export class OutboxOrdering1773000000000 implements MigrationInterface {
       CREATE INDEX IF NOT EXISTS outbox_event_ordering_idx
       ON outbox_event (ordering_key, ordering_position)
       WHERE ordering_position IS NOT NULL AND dispatched_at IS NULL AND discarded_at IS NULL
+    `);
+    await queryRunner.query(`
+      CREATE INDEX IF NOT EXISTS outbox_event_blocked_idx
+      ON outbox_event (dead_at, id)
+      WHERE dispatched_at IS NULL AND dead_at IS NOT NULL AND discarded_at IS NULL
+        AND ordered_for <> '{}'
+    `);
+    await queryRunner.query(`
+      CREATE INDEX IF NOT EXISTS outbox_event_ordered_retry_idx
+      ON outbox_event (occurred_at)
+      WHERE dispatched_at IS NULL AND dead_at IS NULL AND failures ?| ordered_for
     `);
     await queryRunner.query(`
       CREATE TABLE IF NOT EXISTS outbox_ordering_key (
@@ -220,8 +256,8 @@ export class OutboxOrdering1773000000000 implements MigrationInterface {
     await queryRunner.query(
       `DROP FUNCTION IF EXISTS outbox_claim_live_v2(integer, double precision, text[], timestamptz, text[])`,
     );
-    await queryRunner.query(`DROP FUNCTION IF EXISTS outbox_ordered_park_v1(jsonb, text[])`);
-    await queryRunner.query(`DROP FUNCTION IF EXISTS outbox_ordered_done_v1(uuid[], text[])`);
+    await queryRunner.query(`DROP FUNCTION IF EXISTS outbox_ordered_park_v1(jsonb, text[], text)`);
+    await queryRunner.query(`DROP FUNCTION IF EXISTS outbox_ordered_done_v1(uuid[], text[], text)`);
     await queryRunner.query(`DROP TABLE IF EXISTS outbox_ordering_wait`);
     await queryRunner.query(`DROP TABLE IF EXISTS outbox_ordering_key`);
     await queryRunner.query(`

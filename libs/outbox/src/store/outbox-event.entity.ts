@@ -35,6 +35,13 @@ export interface HandlerFailure {
 @Index('outbox_event_ordering_idx', ['orderingKey', 'orderingPosition'], {
   where: 'ordering_position IS NOT NULL AND dispatched_at IS NULL AND discarded_at IS NULL',
 })
+@Index('outbox_event_blocked_idx', ['deadAt', 'id'], {
+  where:
+    "dispatched_at IS NULL AND dead_at IS NOT NULL AND discarded_at IS NULL AND ordered_for <> '{}'",
+})
+@Index('outbox_event_ordered_retry_idx', ['occurredAt'], {
+  where: 'dispatched_at IS NULL AND dead_at IS NULL AND failures ?| ordered_for',
+})
 @Index('outbox_event_organization_type_idx', ['organizationId', 'type', 'occurredAt', 'id'], {
   where: 'organization_id IS NOT NULL',
 })

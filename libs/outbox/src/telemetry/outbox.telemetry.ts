@@ -91,6 +91,8 @@ export class OutboxTelemetry {
       instruments.inFlight,
       instruments.overdue,
       instruments.dead,
+      instruments.blockedKeys,
+      instruments.orderedWait,
       instruments.oldestDueWait,
       instruments.horizonHeld,
       instruments.deadTuples,
@@ -242,6 +244,8 @@ export class OutboxTelemetry {
     observer.observe(instruments.inFlight, state.inFlight);
     observer.observe(instruments.overdue, state.expiredLeases);
     observer.observe(instruments.dead, state.dead);
+    observer.observe(instruments.blockedKeys, state.blockedKeys);
+    observer.observe(instruments.orderedWait, seconds(state.orderedWaitMs ?? 0));
     observer.observe(instruments.oldestDueWait, seconds(state.oldestDueWaitMs ?? 0));
     observer.observe(instruments.horizonHeld, seconds(state.horizon.heldMs ?? 0));
     observer.observe(instruments.deadTuples, state.horizon.deadTuples);
@@ -321,6 +325,15 @@ function createInstruments(meter: Otel.Meter) {
     dead: meter.createObservableGauge('outbox.events.dead', {
       description: 'Dead events not discarded (bounded count).',
       unit: '{event}',
+    }),
+    blockedKeys: meter.createObservableGauge('outbox.ordering.blocked_keys', {
+      description: 'Keys an ordered handler cannot go on with: their head is dead (bounded count).',
+      unit: '{key}',
+    }),
+    orderedWait: meter.createObservableGauge('outbox.ordering.wait', {
+      description:
+        'How long the oldest event holding its key for a retrying ordered handler has waited.',
+      unit: 's',
     }),
     oldestDueWait: meter.createObservableGauge('outbox.lag', {
       description: 'How long the oldest due event has waited.',

@@ -34,7 +34,8 @@ function cut(text: string | null, max: number): string {
 export function renderStatus(status: OutboxStatus): string {
   const totals =
     `due ${status.due}  retrying ${status.retrying}  in flight ${status.inFlight}  ` +
-    `expired leases ${status.expiredLeases}  dead ${status.dead}  discarded ${status.discarded}\n` +
+    `expired leases ${status.expiredLeases}  parked ${status.parked}  dead ${status.dead}  ` +
+    `discarded ${status.discarded}\n` +
     `lag ${formatDuration(status.lagMs)}  next due ${status.nextDueInMs === 0 ? 'now' : formatDuration(status.nextDueInMs)}\n`;
   if (status.byType.length === 0) return totals + 'no undelivered events\n';
   return (

@@ -34,7 +34,7 @@ export function overview(input: {
     }
     <div class="cards">
       ${card('due', status.due)}${card('retrying', status.retrying)}${card('in flight', status.inFlight)}
-      ${card('expired leases', status.expiredLeases)}${card('dead', status.dead, status.dead > 0 ? 'dead' : '')}
+      ${card('expired leases', status.expiredLeases)}${card('parked', status.parked)}${card('dead', status.dead, status.dead > 0 ? 'dead' : '')}
       ${card('discarded', status.discarded)}${card('lag', formatDuration(status.lagMs, '–'))}
       ${card('horizon held', formatDuration(status.horizon.heldMs, '–'))}${card('dead tuples', status.horizon.deadTuples)}
     </div>

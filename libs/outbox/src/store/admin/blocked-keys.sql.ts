@@ -1,3 +1,4 @@
+import { DEAD_ORDERED, isHead } from '../ordering.sql';
 import { handlerMessage } from './dead-letter-filter.sql';
 import { encodeCursor, keysetTime, type Keyset } from './keyset-cursor.util';
 import type { BlockedKey, BlockedKeyList } from './dead-letter.types';
@@ -8,26 +9,10 @@ export const BLOCKED_KEYS_CURSOR = 'blocked-keys';
 export const WAITING_LIMIT = 1000;
 
 /**
- * Whether event `e` is the head of its key for `handler`: no earlier event of the key is still
- * to be done for it (the same test claims make, on `outbox_event_ordering_idx`).
- */
-function isHead(e: string, handler: string): string {
-  return `NOT EXISTS (
-      SELECT 1 FROM outbox_event AS earlier
-      WHERE earlier.ordering_key = ${e}.ordering_key
-        AND earlier.ordering_position < ${e}.ordering_position
-        AND earlier.ordering_position IS NOT NULL
-        AND earlier.dispatched_at IS NULL
-        AND earlier.discarded_at IS NULL
-        AND ${handler} = ANY (earlier.ordered_for))`;
-}
-
-/**
- * Keys blocked for an ordered handler: the head of the key for that handler is dead. A dead
- * event keeps in `ordered_for` only the handlers that block on dead events (one that skips them
- * was done with it when it died), so no handler options are needed to tell. Oldest first, by
- * dead time, event id and handler, read by keyset from $3–$5 (the last row of the previous
- * page), on `outbox_event_dead_idx`. `waiting`: the events of the key queued behind the head for
+ * Keys blocked for an ordered handler: the head of the key for that handler is dead (see
+ * `DEAD_ORDERED`; no handler options are needed to tell). Oldest first, by dead time, event id
+ * and handler, read by keyset from $3–$5 (the last row of the previous page), on
+ * `outbox_event_blocked_idx`. `waiting`: the events of the key queued behind the head for
  * the handler, counted up to $7 on `outbox_event_ordering_idx`.
  * $1 handler or null, $2 key or null, $3/$4/$5 keyset or nulls, $6 page size, $7 waiting limit.
  */
@@ -36,10 +21,7 @@ export const BLOCKED_KEYS = `
     SELECT e.id, e.ordering_key, e.ordering_position, e.dead_at, e.last_error, h.handler,
            ${keysetTime('e.dead_at')} AS keyset_at
     FROM outbox_event AS e, unnest(e.ordered_for) AS h(handler)
-    WHERE e.dispatched_at IS NULL
-      AND e.dead_at IS NOT NULL
-      AND e.discarded_at IS NULL
-      AND e.ordering_position IS NOT NULL
+    WHERE ${DEAD_ORDERED}
       AND ($1::text IS NULL OR h.handler = $1::text)
       AND ($2::text IS NULL OR e.ordering_key = $2::text)
       AND ($3::timestamptz IS NULL

@@ -147,6 +147,8 @@ export interface TypeBacklog {
   inFlight: number;
   /** Leases that ended without a settle; claimable again. */
   expiredLeases: number;
+  /** Waiting for an earlier event of their key (ordered handlers). */
+  parked: number;
   dead: number;
   discarded: number;
   /** How long the type's oldest due event has waited; null when none is due. */
@@ -163,6 +165,8 @@ export interface OutboxStatus {
   inFlight: number;
   /** Leases that ended without a settle: a relay died or stalled; claimable again. */
   expiredLeases: number;
+  /** Waiting for an earlier event of their key, for ordered handlers. */
+  parked: number;
   /** Dead, not discarded. */
   dead: number;
   discarded: number;

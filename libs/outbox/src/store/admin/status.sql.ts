@@ -14,7 +14,9 @@ export const BACKLOG_BY_TYPE = `
     count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
                        AND next_attempt_at <= now())::int AS due,
     count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
-                       AND next_attempt_at > now())::int AS retrying,
+                       AND next_attempt_at > now()
+                       AND next_attempt_at < ${NEVER_DUE})::int AS retrying,
+    count(*) FILTER (WHERE dead_at IS NULL AND next_attempt_at >= ${NEVER_DUE})::int AS parked,
     count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at > now())::int AS in_flight,
     count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at <= now())::int AS expired_leases,
     count(*) FILTER (WHERE dead_at IS NOT NULL AND discarded_at IS NULL)::int AS dead,
@@ -66,6 +68,7 @@ interface BacklogRow {
   retrying: number;
   in_flight: number;
   expired_leases: number;
+  parked: number;
   dead: number;
   discarded: number;
   oldest_due_wait_ms: number | null;
@@ -79,6 +82,7 @@ export function toBacklog(rows: BacklogRow[]): TypeBacklog[] {
     retrying: row.retrying,
     inFlight: row.in_flight,
     expiredLeases: row.expired_leases,
+    parked: row.parked,
     dead: row.dead,
     discarded: row.discarded,
     oldestDueWaitMs: toWaitMs(row.oldest_due_wait_ms),

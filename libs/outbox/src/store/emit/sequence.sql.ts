@@ -1,3 +1,4 @@
+import { NEVER_DUE } from '../outbox-row.sql';
 /**
  * Gives events just written by this transaction their places in their keys, for the ordered
  * handlers they go to. Runs after the enqueue, in the caller's transaction, on the events it
@@ -10,7 +11,7 @@
  *   yet done for that handler. The count this update returns is the row's latest, read after its
  *   lock, so it holds even when this statement's snapshot is older than a concurrent settle.
  * - An event whose handlers are all ordered, and each has an earlier event of the key still
- *   waiting, is parked (`next_attempt_at = 'infinity'`): no claim takes it until the settle that
+ *   waiting, is parked (due at NEVER_DUE): no claim takes it until the settle that
  *   frees its key makes it due. Keys and (handler, key) rows are locked in one order (sorted), so
  *   two emits into the same keys cannot deadlock.
  *
@@ -72,8 +73,7 @@ export const SEQUENCE = `
       ordering_position = placed.position,
       ordered_for = (SELECT array_agg(pairs.handler ORDER BY pairs.handler)
                      FROM pairs WHERE pairs.id = placed.id),
-      next_attempt_at = CASE WHEN placed.parked THEN 'infinity'::timestamptz
-                             ELSE e.next_attempt_at END
+      next_attempt_at = CASE WHEN placed.parked THEN ${NEVER_DUE} ELSE e.next_attempt_at END
   FROM placed
   WHERE e.id = placed.id
   RETURNING e.id, e.ordering_position AS position, placed.parked

@@ -133,10 +133,26 @@ export interface PendingState {
    */
   expiredLeases: number;
   /**
+   * Live events waiting for an earlier event of their key to be done with by their ordered
+   * handlers: not due until then, and not counted in `retrying`.
+   */
+  parked: number;
+  /**
    * Events that ran out of attempts and are not discarded; replayed every `deadRetryMs` (unless
    * it is 0) and by `OutboxAdmin.replay`.
    */
   dead: number;
+  /**
+   * Keys an ordered handler cannot go on with because their head is dead for it
+   * (`onDead: 'block'`); `OutboxAdmin.blockedKeys` lists them.
+   */
+  blockedKeys: number;
+  /**
+   * How long the oldest event that holds its key for an ordered handler while that handler
+   * retries it has waited since it was emitted, in ms; null when no such event. The events of
+   * its key wait behind it for that handler as long as it retries.
+   */
+  orderedWaitMs: number | null;
   /**
    * The cap each count was read with: a count equal to it means "at least this many". Null when
    * the counts are exact (`exactState`).

@@ -103,7 +103,7 @@ export class OutboxRepository {
     if (settles.length === 0) return ok({ settled: [], stale: [] });
     return this.client.run(
       'markDelivered',
-      withOrderedDone(MARK_DELIVERED, settles, ordering),
+      withOrderedDone(MARK_DELIVERED, settles, ordering, this.client.channel),
       markDeliveredParameters(settles),
       (rows: { id: string }[]) => splitStale(settles, rows),
     );
@@ -123,7 +123,7 @@ export class OutboxRepository {
     if (settles.length === 0) return ok({ settled: [], stale: [], newlyDead: [] });
     return this.client.run(
       'markFailed',
-      withOrderedDone(MARK_FAILED, settles, options.ordering),
+      withOrderedDone(MARK_FAILED, settles, options.ordering, this.client.channel),
       markFailedParameters(settles, options, this.client.channel),
       (rows: { id: string; becomes_dead: boolean; retry_at: Date | null }[]) => ({
         ...splitStale(settles, rows),
@@ -146,7 +146,7 @@ export class OutboxRepository {
     return this.client.run(
       'park',
       PARK,
-      parkParameters(settles, ordering),
+      parkParameters(settles, ordering, this.client.channel),
       (rows: { id: string }[]) => splitStale(settles, rows),
     );
   }
@@ -259,10 +259,12 @@ function withOrderedDone(
   statement: string,
   settles: readonly { id: string }[],
   ordering: OrderedSettleOptions | undefined,
+  channel: string,
 ): string {
   if (!ordering) return statement;
   return `${statement};\n${orderedDone(
     settles.map((s) => s.id),
     ordering,
+    channel,
   )}`;
 }

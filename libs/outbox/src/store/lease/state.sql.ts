@@ -1,5 +1,6 @@
 import { HORIZON_COLUMNS, toHorizon, type HorizonRow } from '../horizon.sql';
 import { NEVER_DUE } from '../outbox-row.sql';
+import { blockedKeyCount, orderedRetryWaitMs } from '../ordering.sql';
 import { toDueInMs, toWaitMs, typeFilter } from '../store.client';
 import type {
   NextDueOptions,
@@ -58,8 +59,10 @@ export function nextDueParameters(options: NextDueOptions): unknown[] {
  * Counts and timings for the dispatcher's next wake and for health reports, at a cost that does
  * not grow with the backlog: timings are index probes, and each count stops after $2 index
  * entries (a count equal to $2 means "at least"). A live row is due (claimable, never leased or
- * given back), retrying (resting until its next attempt), in flight (under a lease) or an
- * expired lease (its lease ended without a settle: a relay crashed or stalled; claimable again).
+ * given back), retrying (resting until its next attempt), in flight (under a lease), an
+ * expired lease (its lease ended without a settle: a relay crashed or stalled; claimable again)
+ * or parked (waiting for an earlier event of its key, for ordered handlers: due at NEVER_DUE,
+ * the end of the due index, until that event is done).
  * Lag is how long the oldest claimable live row has waited since it became claimable, so rows
  * resting in backoff are not lag.
  *
@@ -68,7 +71,8 @@ export function nextDueParameters(options: NextDueOptions): unknown[] {
  * range, leases in flight beyond it), so each range is counted up to $2 plus the leases in it,
  * and the leases are subtracted. The ORDER BY of every count follows its index, which keeps the
  * planner on the index: a LIMIT without it can look cheaper as a sequential scan.
- * When expired leases reach $2, `due` may include some of them.
+ * When expired leases reach $2, `due` may include some of them. Blocked keys and the oldest
+ * retrying head of a key are read from their own small indexes (see `ordering.sql`).
  *
  * With $3 (the running dispatcher's claim bound, see CLAIM) the due side starts there, as the
  * claims do: while a long transaction holds the xmin horizon, the entries every claim and settle
@@ -121,9 +125,19 @@ export const PENDING_STATE = `
              WHERE dispatched_at IS NULL
                AND dead_at IS NULL
                AND next_attempt_at > now()
+               AND next_attempt_at < ${NEVER_DUE}
                AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
              ORDER BY next_attempt_at
              LIMIT $2::int + (SELECT in_flight FROM leases)) AS later)::int AS later_range,
+      (SELECT count(*)
+       FROM (SELECT 1
+             FROM outbox_event
+             WHERE dispatched_at IS NULL
+               AND dead_at IS NULL
+               AND next_attempt_at >= ${NEVER_DUE}
+               AND ($1::text[] IS NULL OR type = ANY ($1::text[]))
+             ORDER BY next_attempt_at
+             LIMIT $2::int) AS parked)::int AS parked,
       (SELECT count(*)
        FROM (SELECT 1
              FROM outbox_event
@@ -141,12 +155,15 @@ export const PENDING_STATE = `
     least($2::int, greatest(0, r.later_range - l.in_flight)) AS retrying,
     l.in_flight,
     l.expired_leases,
+    r.parked,
     r.dead,
     (extract(epoch FROM least(r.live_due_at, r.dead_due_at) - now()) * 1000)::float8
       AS next_due_in_ms,
     CASE WHEN r.live_due_at <= now()
       THEN (extract(epoch FROM now() - r.live_due_at) * 1000)::float8
-    END AS oldest_due_wait_ms,${HORIZON_COLUMNS}
+    END AS oldest_due_wait_ms,
+    ${blockedKeyCount('$2::int', '$1::text[]')} AS blocked_keys,
+    ${orderedRetryWaitMs('$1::text[]')} AS ordered_wait_ms,${HORIZON_COLUMNS}
   FROM leases AS l, ranges AS r
 `;
 
@@ -159,7 +176,9 @@ export const EXACT_STATE = `
     count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
                        AND next_attempt_at <= now())::int AS due,
     count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
-                       AND next_attempt_at > now())::int AS retrying,
+                       AND next_attempt_at > now()
+                       AND next_attempt_at < ${NEVER_DUE})::int AS retrying,
+    count(*) FILTER (WHERE dead_at IS NULL AND next_attempt_at >= ${NEVER_DUE})::int AS parked,
     count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at > now())::int AS in_flight,
     count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at <= now())::int AS expired_leases,
     count(*) FILTER (WHERE dead_at IS NOT NULL)::int AS dead,
@@ -168,7 +187,9 @@ export const EXACT_STATE = `
     CASE WHEN min(next_attempt_at) FILTER (WHERE dead_at IS NULL) <= now()
       THEN (extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE dead_at IS NULL))
             * 1000)::float8
-    END AS oldest_due_wait_ms,${HORIZON_COLUMNS}
+    END AS oldest_due_wait_ms,
+    ${blockedKeyCount(null, '$1::text[]')} AS blocked_keys,
+    ${orderedRetryWaitMs('$1::text[]')} AS ordered_wait_ms,${HORIZON_COLUMNS}
   FROM outbox_event
   WHERE dispatched_at IS NULL
     AND discarded_at IS NULL
@@ -198,9 +219,12 @@ interface StateRow extends HorizonRow {
   retrying: number;
   in_flight: number;
   expired_leases: number;
+  parked: number;
   dead: number;
   next_due_in_ms: number | null;
   oldest_due_wait_ms: number | null;
+  blocked_keys: number;
+  ordered_wait_ms: number | null;
 }
 
 /** The state row of PENDING_STATE (`countLimit` its cap) or EXACT_STATE (`countLimit` null). */
@@ -212,7 +236,10 @@ export function toPendingState(countLimit: number | null) {
     retrying: row.retrying,
     inFlight: row.in_flight,
     expiredLeases: row.expired_leases,
+    parked: row.parked,
     dead: row.dead,
+    blockedKeys: row.blocked_keys,
+    orderedWaitMs: toWaitMs(row.ordered_wait_ms),
     countLimit,
     horizon: toHorizon(row),
   });
