@@ -6,6 +6,7 @@ import { heldXmin } from './held-xmin';
 import { latency } from './latency';
 import { mixed } from './mixed';
 import { mixedLatency } from './mixed-latency';
+import { orderedBurndown } from './ordered-burndown';
 import { producer } from './producer';
 import { producers } from './producers';
 import { rss } from './rss';
@@ -30,6 +31,7 @@ export const SCENARIOS: readonly Scenario[] = [
   settleKill,
   transactional,
   telemetry,
+  orderedBurndown,
 ];
 
 /** Not a scenario of this file: `bench/scrub-error.bench.ts`, which BENCH_ONLY=scrub selects. */
