@@ -7,6 +7,7 @@ import { latency } from './latency';
 import { mixed } from './mixed';
 import { mixedLatency } from './mixed-latency';
 import { orderedBurndown } from './ordered-burndown';
+import { orderedOneKey } from './ordered-one-key';
 import { producer } from './producer';
 import { producers } from './producers';
 import { rss } from './rss';
@@ -32,6 +33,7 @@ export const SCENARIOS: readonly Scenario[] = [
   transactional,
   telemetry,
   orderedBurndown,
+  orderedOneKey,
 ];
 
 /** Not a scenario of this file: `bench/scrub-error.bench.ts`, which BENCH_ONLY=scrub selects. */
