@@ -1,3 +1,4 @@
+import { blockedClaim } from './blocked-claim';
 import { burndown } from './burndown';
 import { claimBackoff } from './claim-backoff';
 import { cpu } from './cpu';
@@ -34,6 +35,7 @@ export const SCENARIOS: readonly Scenario[] = [
   telemetry,
   orderedBurndown,
   orderedOneKey,
+  blockedClaim,
 ];
 
 /** Not a scenario of this file: `bench/scrub-error.bench.ts`, which BENCH_ONLY=scrub selects. */
