@@ -19,6 +19,10 @@
  *                  default options and wakeCoalesceMs 5
  *   settle-kill    the settle connection terminated 100 times during a burn-down
  *   telemetry      emit and burn-down with an OpenTelemetry SDK registered vs the API alone
+ *   ordered-burndown  no-op burn-down over 1,000 keys: the handler ordered vs unordered
+ *   ordered-one-key   one key, an ordered handler of 2 ms: events/s vs 500/s
+ *   blocked-claim  the live claim with 10,000 events behind 100 keys blocked by dead heads, vs
+ *                  none: median and p95 time, rows and buffers read
  *
  * BENCH_ONLY=name1,name2 runs a subset (`scrub` selects bench/scrub-error.bench.ts); the other
  * knobs are in bench/support/config.ts. Uses DATABASE_URL when set, else an embedded PostgreSQL.

@@ -1,8 +1,7 @@
-import { performance } from 'node:perf_hooks';
-import type { Client } from 'pg';
 import * as SQL from '../../libs/outbox/src/store/lease/claim.sql';
 import { rowsRead, tableScans, type PlanNode } from '../../test/support/query-plans';
-import { captureClaim, type CapturedClaim } from '../support/claim-capture';
+import { captureClaim } from '../support/claim-capture';
+import { rolledBack, timeClaim } from '../support/claim-timing';
 import { BACKOFF_ROWS } from '../support/config';
 import { insertEvents, withFreshDatabase } from '../support/database';
 import { median } from '../support/percentiles';
@@ -11,23 +10,6 @@ import type { Scenario } from './scenario';
 
 const DUE = 100;
 const TIMED_CLAIMS = 20;
-/** The library's claim statement, in a transaction that is rolled back. */
-async function rolledBack<T>(sql: Client, body: () => Promise<T>): Promise<T> {
-  await sql.query('BEGIN');
-  try {
-    return await body();
-  } finally {
-    await sql.query('ROLLBACK');
-  }
-}
-
-async function timeClaim(sql: Client, claim: CapturedClaim): Promise<number> {
-  return rolledBack(sql, async () => {
-    const started = performance.now();
-    await sql.query(claim.text, claim.values);
-    return performance.now() - started;
-  });
-}
 
 /**
  * The claim with BACKOFF_ROWS live rows resting in backoff (next attempt in an hour, older than

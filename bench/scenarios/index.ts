@@ -1,3 +1,4 @@
+import { blockedClaim } from './blocked-claim';
 import { burndown } from './burndown';
 import { claimBackoff } from './claim-backoff';
 import { cpu } from './cpu';
@@ -6,6 +7,8 @@ import { heldXmin } from './held-xmin';
 import { latency } from './latency';
 import { mixed } from './mixed';
 import { mixedLatency } from './mixed-latency';
+import { orderedBurndown } from './ordered-burndown';
+import { orderedOneKey } from './ordered-one-key';
 import { producer } from './producer';
 import { producers } from './producers';
 import { rss } from './rss';
@@ -30,6 +33,9 @@ export const SCENARIOS: readonly Scenario[] = [
   settleKill,
   transactional,
   telemetry,
+  orderedBurndown,
+  orderedOneKey,
+  blockedClaim,
 ];
 
 /** Not a scenario of this file: `bench/scrub-error.bench.ts`, which BENCH_ONLY=scrub selects. */

@@ -15,6 +15,8 @@ export interface AppOptions {
   applicationName?: string;
   /** Pool size of the DataSource (pg's default is 10). */
   poolSize?: number;
+  /** No log at all: for failures a scenario causes on purpose. */
+  quiet?: boolean;
 }
 
 /**
@@ -45,7 +47,9 @@ export async function createOutboxApp(url: string, options: AppOptions): Promise
     ],
     providers: [HANDLERS[options.handler]],
   }).compile();
-  const app = moduleRef.createNestApplication({ logger: ['error', 'warn'] });
+  const app = moduleRef.createNestApplication({
+    logger: options.quiet ? false : ['error', 'warn'],
+  });
   await app.init();
   return app;
 }

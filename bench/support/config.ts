@@ -5,8 +5,9 @@ import type { OutboxModuleOptions } from '../../libs/outbox/src';
  *
  *   BENCH_ONLY             comma-separated scenario names (see `bench/scenarios/index.ts`);
  *                          all when unset. `scrub` selects the scrubError benchmark.
- *   BENCH_EVENTS           events of the `burndown` and `mixed` backlogs (20000); `producer`,
- *                          `cpu`, the small `rss` backlog and `settle-kill` take half of it.
+ *   BENCH_EVENTS           events of the `burndown`, `mixed` and `ordered-burndown` backlogs
+ *                          (20000); `producer`, `cpu`, the small `rss` backlog and
+ *                          `settle-kill` take half of it.
  *   BENCH_LATENCY_SECONDS  length of each 100 events/s latency run (10).
  *   BENCH_HELD_XMIN_EVENTS events of each `held-xmin` burn-down (100000).
  *   BENCH_BACKLOG_ROWS     rows of the large backlogs of `health` and `rss` (1000000).

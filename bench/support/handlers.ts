@@ -45,6 +45,34 @@ export class MixedHandler {
   }
 }
 
+/** The no-op handler, ordered: each key's events one at a time, in their places. */
+@Injectable()
+export class OrderedNoopHandler {
+  @OnOutboxEvent('ordered-noop', { events: '*', ordered: true })
+  handle(event: OutboxEvent): void {
+    handlerHooks.onStart(event, performance.now());
+  }
+}
+
+/** Ordered, 2 ms per event. */
+@Injectable()
+export class OrderedSlowHandler {
+  @OnOutboxEvent('ordered-2ms', { events: '*', ordered: true })
+  async handle(event: OutboxEvent): Promise<void> {
+    handlerHooks.onStart(event, performance.now());
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
+
+/** Ordered, and always fails: its dead events keep their keys blocked (`onDead: 'block'`). */
+@Injectable()
+export class OrderedPoisonHandler {
+  @OnOutboxEvent('ordered-poison', { events: '*', ordered: { onDead: 'block' } })
+  handle(): void {
+    throw new Error('poison');
+  }
+}
+
 /** The effect both effect handlers write: one row per event, no unique key. */
 export const BENCH_EFFECT_TABLE = `CREATE TABLE IF NOT EXISTS bench_effect (event_id uuid NOT NULL)`;
 const INSERT_EFFECT = 'INSERT INTO bench_effect (event_id) VALUES ($1)';
@@ -69,11 +97,21 @@ export class PlainEffectHandler {
   }
 }
 
-export type HandlerKind = 'noop' | 'mixed' | 'tx-effect' | 'plain-effect';
+export type HandlerKind =
+  | 'noop'
+  | 'mixed'
+  | 'tx-effect'
+  | 'plain-effect'
+  | 'ordered-noop'
+  | 'ordered-2ms'
+  | 'ordered-poison';
 
 export const HANDLERS = {
   noop: NoopHandler,
   mixed: MixedHandler,
   'tx-effect': TransactionalEffectHandler,
   'plain-effect': PlainEffectHandler,
+  'ordered-noop': OrderedNoopHandler,
+  'ordered-2ms': OrderedSlowHandler,
+  'ordered-poison': OrderedPoisonHandler,
 } as const;
