@@ -20,8 +20,8 @@ const TIMEOUT_MS = 300_000;
 /** 0.5 % of a 20 s burn-down; each poll walks the dead entries the engine skips. */
 const SETTLED_POLL_MS = 100;
 
-/** What the engine's live claims call (see `CLAIM_LIVE_CALL`). */
-const LIVE_CLAIM = 'outbox_claim_live_v1(';
+/** What the engine's live claims call, whichever version (see `CLAIM_LIVE_CALL`). */
+const LIVE_CLAIM = 'outbox_claim_live_v';
 
 /** The live claims the module sent, as sent (values inlined), newest last. */
 const sentClaims: string[] = [];
