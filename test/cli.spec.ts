@@ -334,6 +334,52 @@ describe('dead', () => {
   });
 });
 
+describe('dead blocked', () => {
+  it('lists the keys an ordered handler is blocked on, with the events waiting, and how to unblock', async () => {
+    // Key acct:1: its head dead for `ledger`, two events behind it; acct:2: its head retrying.
+    const [head] = await db.dataSource.query<{ id: string }[]>(`
+      INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, attempts, dead_at,
+                                next_attempt_at, failures, last_error, ordering_key,
+                                ordering_position, ordered_for)
+      VALUES (gen_random_uuid(), 'account.credited', 'account', '1', '{"iban": "secret"}', 2,
+              now(), now() + interval '6 hours', '{"ledger": {"count": 2, "retryAt": null}}',
+              'ledger: Error: account locked', 'acct:1', 1, '{ledger}')
+      RETURNING id`);
+    await db.dataSource.query(`
+      INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, next_attempt_at,
+                                ordering_key, ordering_position, ordered_for, dead_at)
+      VALUES (gen_random_uuid(), 'account.credited', 'account', '1', '{}', '9999-12-31 00:00:00+00', 'acct:1', 2,
+              '{ledger}', NULL),
+             (gen_random_uuid(), 'account.credited', 'account', '1', '{}', '9999-12-31 00:00:00+00', 'acct:1', 3,
+              '{ledger}', NULL),
+             (gen_random_uuid(), 'account.credited', 'account', '2', '{}', now(), 'acct:2', 1,
+              '{ledger}', NULL)`);
+
+    const text = await cli(['dead', 'blocked'], env);
+    expect(text).toMatchObject({ code: 0, stderr: '' });
+    expect(text.stdout).toMatch(
+      new RegExp(
+        `^handler +key +head event +dead since +waiting +last error\n` +
+          `ledger +acct:1 +${head.id} +\\S+ +2 +Error: account locked\n`,
+      ),
+    );
+    expect(text.stdout).toContain('unblock: dead replay <eventId>');
+    expect(text.stdout).not.toContain('secret');
+
+    const listed = json<{ items: { key: string; waiting: number }[]; next: null }>(
+      await cli(['dead', 'blocked', '--handler', 'ledger', '--json'], env),
+    );
+    expect(listed.items.map((b) => [b.key, b.waiting])).toEqual([['acct:1', 2]]);
+    expect(await cli(['dead', 'blocked', '--handler', 'mailer'], env)).toMatchObject({
+      code: 0,
+      stdout: 'no blocked keys\n',
+    });
+    const bad = await cli(['dead', 'blocked', '--after', 'nope'], env);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('filter.after');
+  });
+});
+
 describe('connection', () => {
   it('exits 2 without a database, and 1 when it cannot reach one, never printing the password', async () => {
     const none = await cli(['status']);

@@ -336,4 +336,41 @@ describe('the page', () => {
       });
     }
   });
+
+  it("lists the keys ordered handlers are blocked on, escaped, with the head's replay and discard", async () => {
+    const inserted = await db.dataSource.query<{ id: string; dead: boolean }[]>(`
+      INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, attempts, dead_at,
+                                next_attempt_at, last_error, ordering_key, ordering_position,
+                                ordered_for)
+      VALUES (gen_random_uuid(), 'account.credited', 'account', '1', '{}', 2, now(),
+              now() + interval '6 hours', 'ledger: Error: account locked', '<b>acct</b>', 1,
+              '{ledger}'),
+             (gen_random_uuid(), 'account.credited', 'account', '1', '{}', 0, NULL,
+              '9999-12-31 00:00:00+00', NULL, '<b>acct</b>', 2, '{ledger}')
+      RETURNING id, dead_at IS NOT NULL AS dead`);
+    const head = inserted.find((row) => row.dead)!;
+    try {
+      const http = request(app.getHttpServer());
+      const page = await http.get('/ops/outbox/blocked').set(operator()).expect(200);
+      const table = /<table data-testid="blocked-keys">[\s\S]*<\/table>/.exec(page.text)?.[0];
+      expect(table).toContain('&lt;b&gt;acct&lt;/b&gt;');
+      expect(table).not.toContain('<b>acct');
+      expect(table).toContain(`/ops/outbox/events/${head.id}`);
+      expect(table).toContain('Error: account locked');
+      expect(table).toMatch(/<td class="n">\s*1\s*<\/td>/);
+      // Replay and discard of the head, each through its confirmation page.
+      expect(table?.match(new RegExp(`name="id" value="${head.id}"`, 'g'))).toHaveLength(2);
+      expect(page.text).toContain('href="/ops/outbox/blocked"');
+
+      const other = await http
+        .get('/ops/outbox/blocked?handler=mailer')
+        .set(operator())
+        .expect(200);
+      expect(other.text).toContain('data-testid="no-blocked-keys"');
+      const bad = await http.get('/ops/outbox/blocked?after=nope').set(operator()).expect(400);
+      expect(bad.text).toContain('filter.after');
+    } finally {
+      await db.dataSource.query(`DELETE FROM outbox_event WHERE ordering_key = '<b>acct</b>'`);
+    }
+  });
 });

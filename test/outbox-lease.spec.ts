@@ -796,7 +796,10 @@ describe('outbox lease proof', () => {
       retrying: 0,
       inFlight: 0,
       expiredLeases: 0,
+      parked: 0,
       dead: 0,
+      blockedKeys: 0,
+      orderedWaitMs: null,
       nextDueInMs: null,
       oldestDueWaitMs: null,
     };

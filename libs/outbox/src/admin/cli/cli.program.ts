@@ -1,7 +1,11 @@
 import { userInfo } from 'node:os';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { MigrationExecutor } from 'typeorm';
-import type { DeadLetterFilter, DeadLetterSelector } from '../../store/admin/dead-letter.types';
+import type {
+  BlockedKeysFilter,
+  DeadLetterFilter,
+  DeadLetterSelector,
+} from '../../store/admin/dead-letter.types';
 import {
   InvalidOutboxAdminQueryError,
   OutboxAdminChangeInProgressError,
@@ -11,7 +15,13 @@ import { scrubError } from '../../common/scrub-error.util';
 import { withConnection, type Connection } from './cli.connection';
 import { EXIT, type ExitCode } from './exit-codes.constants';
 import { terminalJson, terminalText } from './cli.output';
-import { renderChange, renderGroups, renderList, renderStatus } from './cli.render';
+import {
+  renderBlockedKeys,
+  renderChange,
+  renderGroups,
+  renderList,
+  renderStatus,
+} from './cli.render';
 
 /** Where the CLI writes and what it reads: the process's, or a test's. */
 export interface CliIo {
@@ -131,7 +141,7 @@ function buildProgram(
 
   const dead = program
     .command('dead')
-    .description('dead letters: list, group, show, replay, discard');
+    .description('dead letters: list, group, blocked keys, show, replay, discard');
 
   withFilter(
     dead
@@ -154,6 +164,20 @@ function buildProgram(
     const groups = await connect(cmd, ({ admin }) => admin.groups(toFilter(options)));
     print(cmd, groups, renderGroups);
   });
+
+  dead
+    .command('blocked')
+    .description(
+      'keys an ordered handler cannot go on with: their head event is dead, oldest first',
+    )
+    .option('--handler <name>', 'keys blocked for this ordered handler')
+    .option('--key <key>', 'this key only')
+    .addOption(new Option('--limit <n>', 'keys per page, 1 to 500').argParser(positiveInteger))
+    .option('--after <cursor>', 'the page after this cursor (printed as "more:")')
+    .action(async (options: BlockedKeysFilter, cmd: Command) => {
+      const list = await connect(cmd, ({ admin }) => admin.blockedKeys(options));
+      print(cmd, list, renderBlockedKeys);
+    });
 
   dead
     .command('show')

@@ -1,4 +1,6 @@
 import type {
+  BlockedKey,
+  BlockedKeyList,
   DeadLetter,
   DeadLetterChange,
   DeadLetterGroup,
@@ -83,6 +85,26 @@ export function renderGroups(groups: DeadLetterGroup[]): string {
       time(g.lastSeenAt),
       cut(g.sampleError, 60),
     ]),
+  );
+}
+
+export function renderBlockedKeys(list: BlockedKeyList): string {
+  if (list.items.length === 0) return 'no blocked keys\n';
+  const rows = list.items.map((item: BlockedKey) => [
+    item.handler,
+    item.key,
+    item.eventId,
+    time(item.since),
+    item.waiting,
+    cut(item.lastError, 50),
+  ]);
+  const next = list.next ? `\nmore: --after ${list.next}\n` : '';
+  const unblock =
+    '\nunblock: dead replay <eventId> (once delivered) or dead discard <eventId> --reason <text>\n';
+  return (
+    table(['handler', 'key', 'head event', 'dead since', 'waiting', 'last error'], rows) +
+    next +
+    unblock
   );
 }
 

@@ -35,6 +35,7 @@ import { isUuid } from '../../common/uuid.util';
 import { scrubError } from '../../common/scrub-error.util';
 import type { ActionTarget } from './actions.view';
 import { confirmation } from './confirmation.view';
+import { blockedKeysList } from './blocked-keys.view';
 import { deadList } from './dead-letters.view';
 import { eventDetail } from './event.view';
 import { errorPage, page } from './layout.view';
@@ -114,6 +115,16 @@ export function createDashboardController(
         after: typeof form.after === 'string' ? form.after : undefined,
       });
       return page('Dead letters', this.base, deadList(this.base, target, list));
+    }
+
+    @Get('blocked')
+    @PageHeaders()
+    async blocked(@Query() form: Form): Promise<string> {
+      const text = (name: string) =>
+        typeof form[name] === 'string' && form[name] !== '' ? form[name] : undefined;
+      const target = { handler: text('handler'), key: text('key') };
+      const list = await this.admin.blockedKeys({ ...target, limit: 100, after: text('after') });
+      return page('Blocked keys', this.base, blockedKeysList(this.base, target, list));
     }
 
     @Get('events/:id')

@@ -28,7 +28,10 @@ export function page(title: string, base: string, body: Html, refreshSeconds?: n
         </style>
       </head>
       <body>
-        <nav><a href="${base}">Overview</a><a href="${base}/dead">Dead letters</a></nav>
+        <nav>
+          <a href="${base}">Overview</a><a href="${base}/dead">Dead letters</a
+          ><a href="${base}/blocked">Blocked keys</a>
+        </nav>
         <h1>${title}</h1>
         ${body}
       </body>
