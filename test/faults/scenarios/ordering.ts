@@ -52,6 +52,10 @@ export const ordering: Scenario = {
     outcome.figure('phase 1 drain after the last kill', ms(first.drainMs));
     outcome.figure('ledger runs failed on purpose (flaky, poison)', findings.failedRuns);
     outcome.figure('ledger runs ended by a SIGKILL', findings.killedRuns);
+    outcome.figure(
+      'ledger hand-off to the next event of a key (median / p99 / max)',
+      findings.handoffMs.map(ms).join(' / '),
+    );
     outcome.figure('phase 2 events behind the dead head', second.behind);
     outcome.figure(
       'phase 2: other keys drained (from the first emit) / key released',

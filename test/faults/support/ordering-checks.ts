@@ -41,6 +41,11 @@ export interface OrderingFindings {
   discarded: number;
   /** Events the unordered handler was not recorded as delivering. */
   unaudited: number;
+  /**
+   * From the release of an event to the first ledger run of the next one of its key, when that
+   * one was emitted before (median, p99, max in ms): how fast a key's queue moves on.
+   */
+  handoffMs: [number | null, number | null, number | null];
   /** The first early starts and overlaps, one line each, to explain a failure. */
   details: string[];
 }
@@ -48,7 +53,7 @@ export interface OrderingFindings {
 /** Runs of the killed processes end at their exit: $1 pids, $2 exits in `Date.now()` ms. */
 const RUNS = `
   ev AS (
-    SELECT e.id, e.ordering_key AS key, e.ordering_position AS pos,
+    SELECT e.id, e.ordering_key AS key, e.ordering_position AS pos, e.occurred_at,
            (e.payload ->> 'producer')::int AS producer, (e.payload ->> 'seq')::int AS seq,
            (e.deliveries ->> '${HANDLER_LEDGER}')::timestamptz AS delivered_at,
            coalesce((e.deliveries ->> '${HANDLER_LEDGER}')::timestamptz, e.discarded_at) AS released_at,
@@ -67,7 +72,7 @@ const RUNS = `
   died AS (SELECT * FROM unnest($1::int[], $2::float8[]) AS d(pid, exited_ms)),
   runs AS (
     SELECT c.id, c.event_id, c.pid, c.at, c.effect, c.ended_at, d.exited_ms,
-           p.key, p.pos, p.earlier_released, p.earlier_unreleased,
+           p.key, p.pos, p.occurred_at, p.earlier_released, p.earlier_unreleased,
            coalesce(c.ended_at, to_timestamp(d.exited_ms / 1000), 'infinity') AS ended
     FROM fault_call c
     JOIN placed p ON p.id = c.event_id
@@ -94,6 +99,11 @@ const FINDINGS = `
               AND r.at <= p.delivered_at) AS started
     FROM placed p WHERE p.delivered_at IS NOT NULL
   ),
+  handoffs AS (
+    SELECT extract(epoch FROM min(at) - min(earlier_released)) * 1000 AS ms
+    FROM runs WHERE occurred_at < earlier_released
+    GROUP BY event_id
+  ),
   sequenced AS (
     SELECT key, row_number() OVER (PARTITION BY key ORDER BY pos) AS by_position,
            row_number() OVER (PARTITION BY key ORDER BY started, pos) AS by_start
@@ -113,7 +123,10 @@ const FINDINGS = `
     (SELECT count(*) FROM delivered WHERE started IS NULL)::int AS delivered_unseen,
     (SELECT count(*) FROM ev WHERE released_at IS NULL)::int AS unreleased,
     (SELECT count(*) FROM ev WHERE discarded)::int AS discarded,
-    (SELECT count(*) FROM ev WHERE NOT audited)::int AS unaudited
+    (SELECT count(*) FROM ev WHERE NOT audited)::int AS unaudited,
+    (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) FROM handoffs)::float8 AS handoff_median,
+    (SELECT percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) FROM handoffs)::float8 AS handoff_p99,
+    (SELECT max(ms) FROM handoffs)::float8 AS handoff_max
 `;
 
 const DETAILS = `
@@ -157,6 +170,7 @@ export async function orderingFindings(
     unreleased: row.unreleased,
     discarded: row.discarded,
     unaudited: row.unaudited,
+    handoffMs: [row.handoff_median, row.handoff_p99, row.handoff_max],
     details,
   };
 }
