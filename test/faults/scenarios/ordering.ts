@@ -1,6 +1,6 @@
 import { tally } from '../support/counts';
 import { drainAll } from '../support/drain';
-import { HANDLER_LEDGER } from '../support/fault-handlers';
+import { HANDLER_AUDIT, HANDLER_LEDGER } from '../support/fault-handlers';
 import type { KeyedTransaction, StreamReport } from '../support/ipc';
 import { killInTurn, median, type KillRounds } from '../support/kill-loop';
 import {
@@ -148,15 +148,14 @@ async function poisonedKey(ctx: ScenarioContext, producer: FaultChild): Promise<
   const [{ event_id: poisonId }] = await ctx.db.query(
     `SELECT event_id FROM fault_emitted WHERE kind = 'ordered-poison'`,
   );
-  const key = `${KEY_AGGREGATE}:${POISON_KEY}`;
   // The head dead, and every other key drained.
   const settled = await waitUntil(async () => {
     const [row] = await ctx.db.query(
       `SELECT (SELECT dead_at IS NOT NULL FROM outbox_event WHERE id = $1) AS dead,
               (SELECT count(*) FROM outbox_event
                WHERE dispatched_at IS NULL AND dead_at IS NULL
-                 AND ordering_key IS DISTINCT FROM $2)::int AS others`,
-      [poisonId, key],
+                 AND (aggregate_type, aggregate_id) IS DISTINCT FROM ($2, $3))::int AS others`,
+      [poisonId, KEY_AGGREGATE, POISON_KEY],
     );
     return row.dead && row.others === 0;
   }, 60_000);
@@ -164,19 +163,19 @@ async function poisonedKey(ctx: ScenarioContext, producer: FaultChild): Promise<
   // A while longer: the key stays blocked by itself.
   await new Promise((resolve) => setTimeout(resolve, 1500));
   const blocked = (await blockedKeys(ctx.db)).items;
+  // The poison key's events from the head on, known by their aggregate and the order the
+  // producer committed them in, whatever the outbox made of their key.
   const [row] = await ctx.db.query(
-    `SELECT count(*) FILTER (WHERE c.handler = $3 AND e.id <> $1)::int AS ran_behind,
-            count(*) FILTER (WHERE c.handler = $3 AND e.id = $1)::int AS ledger_poison_calls,
-            (SELECT count(*) FROM outbox_event x
-             WHERE x.ordering_key = $2 AND x.ordering_position >= p.ordering_position
-               AND NOT x.deliveries ? 'fault-audit')::int AS unaudited
-     FROM outbox_event p
-     JOIN outbox_event e ON e.ordering_key = p.ordering_key
-                        AND e.ordering_position >= p.ordering_position
-     LEFT JOIN fault_call c ON c.event_id = e.id
-     WHERE p.id = $1
-     GROUP BY p.ordering_position`,
-    [poisonId, key, HANDLER_LEDGER],
+    `WITH head_on AS (
+       SELECT e.id, e.deliveries FROM outbox_event e JOIN fault_emitted em ON em.event_id = e.id
+       WHERE e.aggregate_type = $2 AND e.aggregate_id = $3
+         AND em.emitted_at >= (SELECT emitted_at FROM fault_emitted WHERE event_id = $1))
+     SELECT (SELECT count(*) FROM fault_call c JOIN head_on h ON h.id = c.event_id
+             WHERE c.handler = $4 AND h.id <> $1)::int AS ran_behind,
+            (SELECT count(*) FROM fault_call c
+             WHERE c.handler = $4 AND c.event_id = $1)::int AS ledger_poison_calls,
+            (SELECT count(*) FROM head_on WHERE NOT deliveries ? $5)::int AS unaudited`,
+    [poisonId, KEY_AGGREGATE, POISON_KEY, HANDLER_LEDGER, HANDLER_AUDIT],
   );
   const discardedAt = Date.now();
   const change = await workers[0].request<{ count: number }>({
