@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { DataSource } from 'typeorm';
-import { OutboxDispatcher, OutboxHealthIndicator, OutboxPublisher } from '@app/outbox';
+import { OutboxAdmin, OutboxDispatcher, OutboxHealthIndicator, OutboxPublisher } from '@app/outbox';
 import { installBreak } from './support/breaks';
 import { reportCrashContext } from './support/crash-context';
 import { FaultHandlers } from './support/fault-handlers';
@@ -75,6 +75,16 @@ async function answer(fault: FaultApp, producer: Producer | undefined, command: 
       return producer!.startStream(command.perSecond, command.batch, command.kind);
     case 'stream-stop':
       return producer!.stopStream();
+    case 'keyed-stream-start': {
+      const { producers, perSecond, keys, pairShare, flakyShare } = command;
+      return producer!.startKeyedStream(producers, perSecond, keys, pairShare, flakyShare);
+    }
+    case 'emit-keyed':
+      return producer!.emitKeyedTransactions(command.producer, command.transactions);
+    case 'discard':
+      return fault.app
+        .get(OutboxAdmin)
+        .discard({ ids: command.ids }, { reason: command.reason, actor: 'fault suite' });
   }
 }
 

@@ -1,6 +1,7 @@
 import type { Scenario } from '../support/scenario';
 import { halfOpenListen } from './half-open-listen';
 import { lockAndHang } from './lock-and-hang';
+import { ordering } from './ordering';
 import { pgRestart } from './pg-restart';
 import { poison } from './poison';
 import { sigkill } from './sigkill';
@@ -20,4 +21,5 @@ export const SCENARIOS: Scenario[] = [
   sigterm,
   lockAndHang,
   transactionalKill,
+  ordering,
 ];

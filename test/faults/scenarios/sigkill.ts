@@ -1,7 +1,8 @@
 import { tally } from '../support/counts';
 import { drainAll } from '../support/drain';
-import type { StreamReport, WorkerStatus } from '../support/ipc';
-import { sleep, waitUntil, type FaultChild } from '../support/processes';
+import type { StreamReport } from '../support/ipc';
+import { killInTurn, median } from '../support/kill-loop';
+import type { FaultChild } from '../support/processes';
 import { ms, type Scenario } from '../support/scenario';
 
 /**
@@ -24,43 +25,19 @@ export const sigkill: Scenario = {
     await Promise.all(workers.map((w) => w.ready()));
     await producer.request({ cmd: 'stream-start', perSecond: ctx.quick ? 200 : 250, batch: 5 });
 
-    let killedMidHandler = 0;
-    const bootTimes: number[] = [];
-    for (let kill = 0; kill < kills; kill++) {
-      const slot = kill % workers.length;
-      const victim = workers[slot];
-      bootTimes.push(await victim.ready());
-      await sleep(150 + Math.random() * 500);
-      // Aim at a moment when handlers run: the kill then cuts a batch in half.
-      let status: WorkerStatus | undefined;
-      await waitUntil(
-        async () => (status = await victim.request<WorkerStatus>({ cmd: 'status' })).inFlight > 0,
-        3000,
-        5,
-      );
-      victim.signal('SIGKILL');
-      await victim.waitForExit(5000);
-      if ((status?.inFlight ?? 0) > 0) killedMidHandler++;
-      workers[slot] = spawn();
-    }
-    await Promise.all(workers.map((w) => w.ready()));
+    const rounds = await killInTurn(workers, spawn, kills, [150, 650]);
     const stream = await producer.request<StreamReport>({ cmd: 'stream-stop' }, 30_000);
     ctx.note(`${kills} kills done, ${stream.committed} events emitted; draining`);
     const drainMs = await drainAll(ctx.db, 90_000);
 
     outcome.figure('workers (at any time)', workerCount);
     outcome.figure('SIGKILLs', kills);
-    outcome.figure('  with handlers running', killedMidHandler);
-    outcome.figure('worker boot (median)', ms(median(bootTimes)));
+    outcome.figure('  with handlers running', rounds.midHandler);
+    outcome.figure('worker boot (median)', ms(median(rounds.bootTimes)));
     outcome.figure('producer batches failed', stream.failedBatches);
     outcome.figure('drain after the last kill', ms(drainMs));
     outcome.tally(await tally(ctx.db));
-    outcome.check('kills landed while handlers ran', killedMidHandler > 0, killedMidHandler);
+    outcome.check('kills landed while handlers ran', rounds.midHandler > 0, rounds.midHandler);
     outcome.summary.recover = `drain ${ms(drainMs)}`;
   },
 };
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? NaN;
-}

@@ -5,8 +5,8 @@ import type { FaultDatabase } from './database';
  *
  * - produced: committed `fault_emitted` rows (written in the emitting transaction).
  * - lost: produced events lacking the effect of a handler that should have run (both handlers
- *   for `work` and `slow` events; `fault-a` for poison events, whose `fault-b` always fails), or
- *   without their outbox row.
+ *   for `work` and `slow` events; `fault-a` for poison events, whose `fault-b` always fails;
+ *   likewise `fault-ledger` and `fault-audit` for `ordered` ones), or without their outbox row.
  * - duplicate deliveries: calls of a handler for an event that started after that handler was
  *   recorded in the event's `deliveries`. A recorded delivery must never run again.
  * - duplicate effects: effects beyond the first for a (handler, event). Handlers check before
@@ -14,7 +14,8 @@ import type { FaultDatabase } from './database';
  *   handler) do.
  * - extra calls: further calls of a (handler, event) before its delivery was recorded: reruns
  *   after a crash, a killed connection or a lost settle. Expected and reported, not failures.
- *   The failing handler of a poison event is left out: its reruns are its attempts.
+ *   The failing handler of a poison event is left out: its reruns are its attempts. Calls
+ *   that failed on purpose (`effect = 'failed'`) are neither cut short nor repeats.
  * - repeats: extra calls that found the effect already there (idempotency absorbed them).
  * - cut short: calls recorded but never finished (the process or connection died meanwhile).
  */
@@ -34,6 +35,8 @@ export interface Tally {
 }
 
 const EXPECTED = `CASE em.kind WHEN 'poison' THEN ARRAY['fault-a'] WHEN 'tx' THEN ARRAY['fault-tx']
+                  WHEN 'ordered' THEN ARRAY['fault-ledger', 'fault-audit']
+                  WHEN 'ordered-poison' THEN ARRAY['fault-audit']
                   ELSE ARRAY['fault-a', 'fault-b'] END`;
 
 const TALLY = `
@@ -64,6 +67,7 @@ const TALLY = `
     FROM fault_call c
     LEFT JOIN fault_emitted em ON em.event_id = c.event_id
     WHERE NOT (em.kind = 'poison' AND c.handler = 'fault-b')
+      AND NOT (em.kind = 'ordered-poison' AND c.handler = 'fault-ledger')
   ),
   calls AS (
     SELECT (count(*) - count(DISTINCT (handler, event_id)))::int AS beyond_first,

@@ -19,8 +19,11 @@ const FAULT_TABLES = `
     pid integer NOT NULL,
     attempt integer NOT NULL,
     at timestamptz NOT NULL DEFAULT clock_timestamp(),
-    -- 'done': this call wrote the effect; 'repeat': an earlier call had; null: never got there.
-    effect text
+    -- 'done': this call wrote the effect; 'repeat': an earlier call had; 'failed': it threw on
+    -- purpose; null: never got there.
+    effect text,
+    -- When the call wrote its effect or failed; null for a call cut short.
+    ended_at timestamptz
   );
   CREATE INDEX fault_call_pair_idx ON fault_call (handler, event_id);
   -- No unique key on purpose: a second row for a pair is the duplicate effect the suite counts.

@@ -15,6 +15,8 @@ export const FAULT_EVENT = 'fault.work';
 export const FAULT_TX_EVENT = 'fault.tx';
 /** What the transactional handler emits with `ctx.emit`; nobody handles it. */
 export const FAULT_FOLLOW_UP_EVENT = 'fault.tx.followed';
+/** Goes to the ordered handler and the unordered one beside it. */
+export const FAULT_ORDERED_EVENT = 'fault.ordered';
 export const FAULT_RECORDS = Symbol('FAULT_RECORDS');
 export const FAULT_CONFIG = Symbol('FAULT_CONFIG');
 
@@ -23,12 +25,20 @@ export const HANDLER_A = 'fault-a';
 export const HANDLER_B = 'fault-b';
 export const HANDLER_DEAD = 'fault-dead';
 export const HANDLER_TX = 'fault-tx';
+/** Ordered by key (blocks on a dead head); `fault-audit` gets the same events unordered. */
+export const HANDLER_LEDGER = 'fault-ledger';
+export const HANDLER_AUDIT = 'fault-audit';
 
 export interface FaultPayload {
   /** The handler that always throws for this event (a poison event). */
   failHandler?: string;
   /** How long each handler takes for this event. */
   slowMs?: number;
+  /** This handler fails its first try of the event with probability `share`. */
+  flaky?: { handler: string; share: number };
+  /** Keyed events: which of the producer's loops emitted it, and its place in that loop. */
+  producer?: number;
+  seq?: number;
 }
 
 /**
@@ -47,9 +57,13 @@ const EFFECT = `
     RETURNING 1
   )
   UPDATE fault_call
-  SET effect = CASE WHEN EXISTS (SELECT 1 FROM added) THEN 'done' ELSE 'repeat' END
+  SET effect = CASE WHEN EXISTS (SELECT 1 FROM added) THEN 'done' ELSE 'repeat' END,
+      ended_at = clock_timestamp()
   WHERE id = $3
 `;
+
+/** A call that throws on purpose ends here, so it is not taken for one cut short. */
+const FAILED = `UPDATE fault_call SET effect = 'failed', ended_at = clock_timestamp() WHERE id = $1`;
 
 /**
  * Records a call with the time the handler started (this machine's clock, which the database
@@ -86,6 +100,16 @@ export class FaultHandlers {
 
   @OnOutboxEvent(HANDLER_B, { events: [FAULT_EVENT] })
   b(event: OutboxEvent<FaultPayload>, ctx: HandlerContext): Promise<void> {
+    return this.run(event, ctx);
+  }
+
+  @OnOutboxEvent(HANDLER_LEDGER, { events: [FAULT_ORDERED_EVENT], ordered: true })
+  ledger(event: OutboxEvent<FaultPayload>, ctx: HandlerContext): Promise<void> {
+    return this.run(event, ctx);
+  }
+
+  @OnOutboxEvent(HANDLER_AUDIT, { events: [FAULT_ORDERED_EVENT] })
+  audit(event: OutboxEvent<FaultPayload>, ctx: HandlerContext): Promise<void> {
     return this.run(event, ctx);
   }
 
@@ -150,8 +174,10 @@ export class FaultHandlers {
     try {
       const callId = await this.recordCall(event, ctx, startedAt);
       const payload = event.payload ?? {};
-      if (payload.failHandler === ctx.handlerName) {
-        throw new Error(`${ctx.handlerName} always fails for this event`);
+      const failure = failureOf(payload, ctx);
+      if (failure) {
+        await this.records.query(FAILED, [callId]);
+        throw new Error(failure);
       }
       const delayMs = payload.slowMs ?? Math.random() * (this.config.handlerDelayMs ?? 0);
       if (delayMs > 0) await sleep(delayMs);
@@ -167,6 +193,21 @@ export class FaultHandlers {
       this.inFlight--;
     }
   }
+}
+
+/** Why this call fails on purpose (a poison event, a flaky first try), or null. */
+function failureOf(payload: FaultPayload, ctx: HandlerContext): string | null {
+  if (payload.failHandler === ctx.handlerName)
+    return `${ctx.handlerName} always fails for this event`;
+  const { flaky } = payload;
+  if (
+    flaky?.handler === ctx.handlerName &&
+    ctx.handlerAttempt === 1 &&
+    Math.random() < flaky.share
+  ) {
+    return `${ctx.handlerName} fails this first try`;
+  }
+  return null;
 }
 
 function sleep(ms: number): Promise<void> {

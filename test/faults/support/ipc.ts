@@ -14,9 +14,19 @@ export interface ChildConfig {
   breakMode?: string;
 }
 
-/** Kinds of emitted events, as recorded in `fault_emitted.kind`. */
-/** `tx` events go to the transactional handler only (`fault.tx`). */
-export type EventKind = 'work' | 'poison' | 'slow' | 'tx';
+/**
+ * Kinds of emitted events, as recorded in `fault_emitted.kind`. `tx` events go to the
+ * transactional handler only (`fault.tx`); `ordered` ones to `fault-ledger` (ordered by key) and
+ * `fault-audit`, and so do `ordered-poison` ones, for which `fault-ledger` always fails.
+ */
+export type EventKind = 'work' | 'poison' | 'slow' | 'tx' | 'ordered' | 'ordered-poison';
+
+/** One transaction of keyed events: `count` events of `key` (`fault-key:<key>`), in order. */
+export interface KeyedTransaction {
+  key: string;
+  count: number;
+  kind: 'ordered' | 'ordered-poison';
+}
 
 export type Command =
   | { cmd: 'status' }
@@ -24,7 +34,22 @@ export type Command =
   | { cmd: 'start-dispatcher' }
   | { cmd: 'emit'; count: number; batch: number; kind: EventKind; slowMs?: number }
   | { cmd: 'stream-start'; perSecond: number; batch: number; kind?: EventKind }
-  | { cmd: 'stream-stop' };
+  | { cmd: 'stream-stop' }
+  /** `producers` loops, each emitting its transactions one after another into random keys. */
+  | {
+      cmd: 'keyed-stream-start';
+      producers: number;
+      perSecond: number;
+      keys: number;
+      /** Share of transactions with two events of their key. */
+      pairShare: number;
+      /** Share of first tries `fault-ledger` fails. */
+      flakyShare: number;
+    }
+  /** These transactions one after another, as loop `producer`. */
+  | { cmd: 'emit-keyed'; producer: number; transactions: KeyedTransaction[] }
+  /** `OutboxAdmin.discard` of these events (worker only). */
+  | { cmd: 'discard'; ids: string[]; reason: string };
 
 export interface Request {
   id: number;

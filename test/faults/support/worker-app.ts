@@ -37,13 +37,13 @@ class FaultAppModule {
           worker ? config.outbox : { autoStart: false, listen: { enabled: false } },
         ),
       ],
-      providers: worker
-        ? [
-            FaultHandlers,
-            { provide: FAULT_RECORDS, useValue: records },
-            { provide: FAULT_CONFIG, useValue: config },
-          ]
-        : [],
+      // The producer registers the handlers too, never running them (its dispatcher is off):
+      // an emit sequences the events of ordered handlers only when its own app has them.
+      providers: [
+        FaultHandlers,
+        { provide: FAULT_RECORDS, useValue: records ?? null },
+        { provide: FAULT_CONFIG, useValue: config },
+      ],
     };
   }
 }
