@@ -85,6 +85,8 @@ async function answer(fault: FaultApp, producer: Producer | undefined, command: 
       return fault.app
         .get(OutboxAdmin)
         .discard({ ids: command.ids }, { reason: command.reason, actor: 'fault suite' });
+    case 'blocked-keys':
+      return fault.app.get(OutboxAdmin).blockedKeys();
   }
 }
 

@@ -3,12 +3,8 @@ import { drainAll } from '../support/drain';
 import { HANDLER_AUDIT, HANDLER_LEDGER } from '../support/fault-handlers';
 import type { KeyedTransaction, StreamReport } from '../support/ipc';
 import { killInTurn, median, type KillRounds } from '../support/kill-loop';
-import {
-  blockedKeys,
-  orderingFindings,
-  type BlockedKey,
-  type OrderingFindings,
-} from '../support/ordering-checks';
+import type { BlockedKey, BlockedKeyList } from '@app/outbox';
+import { orderingFindings, type OrderingFindings } from '../support/ordering-checks';
 import { waitUntil, type FaultChild } from '../support/processes';
 import { KEY_AGGREGATE } from '../support/producer';
 import { ms, type Outcome, type Scenario, type ScenarioContext } from '../support/scenario';
@@ -162,7 +158,9 @@ async function poisonedKey(ctx: ScenarioContext, producer: FaultChild): Promise<
   const othersMs = Date.now() - startedAt;
   // A while longer: the key stays blocked by itself.
   await new Promise((resolve) => setTimeout(resolve, 1500));
-  const blocked = (await blockedKeys(ctx.db)).items;
+  const blockedKeys = async () =>
+    (await workers[0].request<BlockedKeyList>({ cmd: 'blocked-keys' })).items;
+  const blocked = await blockedKeys();
   // The poison key's events from the head on, known by their aggregate and the order the
   // producer committed them in, whatever the outbox made of their key.
   const [row] = await ctx.db.query(
@@ -184,7 +182,7 @@ async function poisonedKey(ctx: ScenarioContext, producer: FaultChild): Promise<
     reason: 'fault suite: the poison head of its key',
   });
   const drained = Number.isFinite(await drainAll(ctx.db, 60_000));
-  const blockedAfter = (await blockedKeys(ctx.db)).items;
+  const blockedAfter = await blockedKeys();
   // From the discard to the last delivery of the key, on the database clock.
   const [released] = await ctx.db.query(
     `SELECT (extract(epoch FROM max((e.deliveries ->> $2)::timestamptz) - p.discarded_at)

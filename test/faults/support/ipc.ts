@@ -49,7 +49,9 @@ export type Command =
   /** These transactions one after another, as loop `producer`. */
   | { cmd: 'emit-keyed'; producer: number; transactions: KeyedTransaction[] }
   /** `OutboxAdmin.discard` of these events (worker only). */
-  | { cmd: 'discard'; ids: string[]; reason: string };
+  | { cmd: 'discard'; ids: string[]; reason: string }
+  /** `OutboxAdmin.blockedKeys()` (worker only). */
+  | { cmd: 'blocked-keys' };
 
 export interface Request {
   id: number;
