@@ -26,7 +26,10 @@ const mailerFails = new Set<number>();
 
 @Injectable()
 class Handlers {
-  @OnOutboxEvent('ledger', { events: ['account.credited', 'account.noted'], ordered: true })
+  @OnOutboxEvent('ledger', {
+    events: ['account.credited', 'account.noted', 'account.journaled'],
+    ordered: true,
+  })
   ledger(event: OutboxEvent<{ n: number }>, ctx: HandlerContext) {
     calls.push({
       handler: 'ledger',
@@ -36,6 +39,16 @@ class Handlers {
     });
     if (ctx.handlerAttempt === 1 && failFirst.has(event.payload.n)) throw new Error('not yet');
     if (failAlways.has(event.payload.n)) throw new Error('poison');
+  }
+
+  @OnOutboxEvent('journal', { events: ['account.journaled'], ordered: true })
+  journal(event: OutboxEvent<{ n: number }>, ctx: HandlerContext) {
+    calls.push({
+      handler: 'journal',
+      key: event.orderingKey,
+      n: event.payload.n,
+      attempt: ctx.handlerAttempt,
+    });
   }
 
   @OnOutboxEvent('mailer', { events: ['account.noted'] })
@@ -265,4 +278,22 @@ it('reports in health how long the oldest head retried by an ordered handler has
   expect(outbox.orderedWaitMs).toBeLessThan(120_000);
   await drainUntilQuiet();
   expect((await app.get(OutboxHealthIndicator).isHealthy()).outbox.orderedWaitMs).toBeNull();
+});
+
+it('keeps each ordered handler of an event to its own order: one retrying does not hold the other', async () => {
+  calls.length = 0;
+  failFirst.add(80);
+  await emit([event('k8', 80, 'account.journaled'), event('k8', 81, 'account.journaled')]);
+  await drainUntilQuiet();
+  const of = (handler: string) =>
+    calls.filter((c) => c.key === 'k8' && c.handler === handler).map((c) => [c.n, c.attempt]);
+  expect(of('journal')).toEqual([
+    [80, 1],
+    [81, 1],
+  ]);
+  expect(of('ledger')).toEqual([
+    [80, 1],
+    [80, 2],
+    [81, 1],
+  ]);
 });

@@ -37,7 +37,7 @@ export async function emitKeyed(
 /** How many events wait parked behind an earlier event of their key. */
 export async function countParked(sql: Client): Promise<number> {
   const { rows } = await sql.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM outbox_event WHERE next_attempt_at = 'infinity'`,
+    `SELECT count(*)::int AS n FROM outbox_event WHERE next_attempt_at = '9999-12-31 00:00:00+00' AND dead_at IS NULL`,
   );
   return rows[0].n;
 }

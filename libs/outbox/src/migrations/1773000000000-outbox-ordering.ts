@@ -49,13 +49,16 @@ const HELD = (e: string) => `
             AND NOT (earlier.dead_at IS NOT NULL AND handler = ANY (p_skip))))`;
 
 /**
- * `outbox_ordered_done_v1(ids, skip, channel)`: after a settle, each ordered handler an event is now done
- * with (delivered to it, the event delivered or discarded, or dead for a handler that skips dead
- * events) leaves the event's `ordered_for`, its key's wait count drops, and the next event of the
- * key for that handler, if parked, becomes due, and the dispatchers listening on `channel` are
- * woken (at COMMIT, with the wake payload of emits). Wait rows are locked in (handler, key) order; a
- * next event locked by another transaction is left to it (that transaction is a settle or a park
- * of it, which decides after this one commits, under the same wait row).
+ * `outbox_ordered_done_v1(ids, skip, channel)`: after a settle, each ordered handler an event is
+ * now done with (the event delivered by this transaction, delivered to the handler, discarded, or
+ * dead for a handler that skips dead events) leaves the event's `ordered_for` (unless the event
+ * is delivered: nothing reads it then, and it is never settled again), its key's wait count drops, and the next
+ * event of the key for that handler, if parked, becomes due, with the dispatchers listening on
+ * `channel` woken (at COMMIT, with the wake payload of emits). A few statements for the whole
+ * settle, not a few per event. Wait rows are locked in (handler, key) order; a next event locked
+ * by another transaction is left to it (that transaction is a settle or a park of it, which
+ * decides after this one commits, under the same wait row). Each statement reads a snapshot
+ * taken after the one before, so the wake sees the events this settle left.
  */
 const ORDERED_DONE_FUNCTION = `
   CREATE OR REPLACE FUNCTION outbox_ordered_done_v1(p_ids uuid[], p_skip text[], p_channel text)
@@ -63,38 +66,62 @@ const ORDERED_DONE_FUNCTION = `
   LANGUAGE plpgsql
   AS $done$
   DECLARE
-    done record;
+    v_ids uuid[];
+    v_handlers text[];
+    v_keys text[];
+    v_woken integer;
   BEGIN
-    FOR done IN
-      SELECT e.id, e.ordering_key AS key, handler
-      FROM outbox_event AS e, unnest(e.ordered_for) AS handler
-      WHERE e.id = ANY (p_ids)
-        AND (e.dispatched_at IS NOT NULL OR e.discarded_at IS NOT NULL
-             OR e.deliveries ? handler
-             OR (e.dead_at IS NOT NULL AND handler = ANY (p_skip)))
-      ORDER BY handler, e.ordering_key, e.ordering_position
-    LOOP
-      UPDATE outbox_event SET ordered_for = array_remove(ordered_for, done.handler)
-      WHERE id = done.id AND done.handler = ANY (ordered_for);
-      IF FOUND THEN
-        UPDATE outbox_ordering_wait SET waiting = waiting - 1
-        WHERE handler = done.handler AND key = done.key;
-        UPDATE outbox_event SET next_attempt_at = now()
-        WHERE id = (SELECT n.id FROM outbox_event AS n
-                    WHERE n.ordering_key = done.key
-                      AND n.ordering_position IS NOT NULL
-                      AND n.dispatched_at IS NULL
-                      AND n.discarded_at IS NULL
-                      AND done.handler = ANY (n.ordered_for)
-                    ORDER BY n.ordering_position
-                    LIMIT 1
-                    FOR UPDATE SKIP LOCKED)
-          AND next_attempt_at = ${PARKED};
-        IF FOUND THEN
-          PERFORM pg_notify(p_channel, ${WAKE});
-        END IF;
-      END IF;
-    END LOOP;
+    SELECT array_agg(e.id), array_agg(handler), array_agg(e.ordering_key)
+    INTO v_ids, v_handlers, v_keys
+    FROM outbox_event AS e, unnest(e.ordered_for) AS handler
+    WHERE e.id = ANY (p_ids)
+      AND (e.dispatched_at = now()
+           OR (e.dispatched_at IS NULL
+               AND (e.discarded_at IS NOT NULL
+                    OR e.deliveries ? handler
+                    OR (e.dead_at IS NOT NULL AND handler = ANY (p_skip)))));
+    IF v_ids IS NULL THEN
+      RETURN;
+    END IF;
+    -- A delivered event holds nothing and is never settled again: its ordered_for stays.
+    UPDATE outbox_event AS e
+    SET ordered_for = ARRAY(
+      SELECT kept.handler FROM unnest(e.ordered_for) AS kept(handler)
+      WHERE NOT EXISTS (SELECT 1 FROM unnest(v_ids, v_handlers) AS d(id, handler)
+                        WHERE d.id = e.id AND d.handler = kept.handler))
+    WHERE e.id = ANY (v_ids)
+      AND e.dispatched_at IS NULL;
+    PERFORM 1
+    FROM outbox_ordering_wait AS w
+    WHERE (w.handler, w.key) IN (SELECT * FROM unnest(v_handlers, v_keys))
+    ORDER BY w.handler, w.key
+    FOR UPDATE OF w;
+    UPDATE outbox_ordering_wait AS w
+    SET waiting = w.waiting - d.done
+    FROM (SELECT handler, key, count(*) AS done
+          FROM unnest(v_handlers, v_keys) AS p(handler, key)
+          GROUP BY handler, key) AS d
+    WHERE w.handler = d.handler AND w.key = d.key;
+    UPDATE outbox_event
+    SET next_attempt_at = now()
+    WHERE id IN (
+      SELECT x.id FROM outbox_event AS x
+      WHERE x.id IN (
+          SELECT (SELECT n.id FROM outbox_event AS n
+                  WHERE n.ordering_key = p.key
+                    AND n.ordering_position IS NOT NULL
+                    AND n.dispatched_at IS NULL
+                    AND n.discarded_at IS NULL
+                    AND p.handler = ANY (n.ordered_for)
+                  ORDER BY n.ordering_position
+                  LIMIT 1)
+          FROM (SELECT DISTINCT handler, key FROM unnest(v_handlers, v_keys) AS p(handler, key)) AS p)
+        AND x.next_attempt_at = ${PARKED}
+      FOR UPDATE SKIP LOCKED);
+    GET DIAGNOSTICS v_woken = ROW_COUNT;
+    IF v_woken > 0 THEN
+      PERFORM pg_notify(p_channel, ${WAKE});
+    END IF;
   END
   $done$`;
 
