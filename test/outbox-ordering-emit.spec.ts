@@ -186,10 +186,7 @@ describe('a claim of events an ordered handler receives', () => {
     return Object.fromEntries(result.value.map((r) => [r.id, r.held]));
   }
 
-  it.each([
-    ['through the live claim function', false],
-    ['through the claim of live and dead rows', true],
-  ])(
+  it.each([['through the claim of live and dead rows', true]])(
     'tells which ordered handlers must wait for an earlier event of the key, %s',
     async (_, dead) => {
       const [first, second, third] = await emitIn([credited('k1'), credited('k1'), credited('k1')]);
@@ -221,4 +218,43 @@ describe('a claim of events an ordered handler receives', () => {
       expect(await claimAll(dead)).toMatchObject({ [third]: [], [noted]: ['ledger'] });
     },
   );
+
+  /** A live claim through the function, of what is due now (nothing made due). */
+  async function claimLive() {
+    const result = await new OutboxRepository(t.db.dataSource).claim({
+      limit: 100,
+      leaseMs: 60_000,
+      includeDead: false,
+    });
+    if (!result.ok) throw result.error;
+    return result.value.map((r) => ({ id: r.id, held: r.held, after: r.after }));
+  }
+
+  it("chains a key's events it takes, holding for each only what an event outside the claim holds", async () => {
+    await t.sql.query('TRUNCATE outbox_event');
+    const [first, second, third] = await emitIn([credited('k1'), credited('k1'), credited('k1')]);
+    const [noted] = await emitIn([credited('k1', { type: 'account.noted' })]);
+    const [other] = await emitIn([credited('k2')]);
+    // Emitted behind `first`, the ledger-only events are parked: the claim takes them after it.
+    expect(await claimLive()).toEqual([
+      { id: first, held: [], after: null },
+      { id: second, held: [], after: first },
+      { id: third, held: [], after: second },
+      { id: noted, held: [], after: third },
+      { id: other, held: [], after: null },
+    ]);
+
+    // With `first` leased elsewhere, the others wait for it: held, and chained among themselves.
+    await t.sql.query(
+      `UPDATE outbox_event SET next_attempt_at = CASE WHEN id = $1 THEN now() + interval '1 minute'
+                                                      ELSE now() - interval '1 second' END`,
+      [first],
+    );
+    expect(await claimLive()).toEqual([
+      { id: second, held: ['ledger'], after: null },
+      { id: third, held: ['ledger'], after: second },
+      { id: noted, held: ['ledger'], after: third },
+      { id: other, held: [], after: null },
+    ]);
+  });
 });

@@ -116,7 +116,6 @@ const providers: Provider[] = [
 export class OutboxModule extends ConfigurableOutboxModule {
   /** Validates right away, so a bad option fails the boot before anything connects. */
   static forRoot(options: typeof OUTBOX_OPTIONS_TYPE = {}): DynamicModule {
-    // eslint-disable-next-line @typescript-eslint/no-unused-vars
     const { isGlobal, dataSource, ...outboxOptions } = options;
     resolveOutboxOptions(outboxOptions);
     return super.forRoot(options);

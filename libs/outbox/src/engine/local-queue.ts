@@ -35,17 +35,34 @@ export class LocalQueue {
   }
 
   /**
-   * The next event that may still start, or undefined. Events past their `startBy` met on the
-   * way are handed to `expired`.
+   * The next event that may still start and is `ready` (a chained event waits for the one before
+   * it: see `KeyChains`), or undefined. Events past their `startBy` met on the way are handed to
+   * `expired`; events not ready stay, in their order.
    */
-  take(now: number, expired: (event: QueuedEvent) => void): QueuedEvent | undefined {
-    while (this.head < this.events.length) {
-      const event = this.events[this.head++];
-      this.compact();
-      // The expiry timer may now fire early; `expire` plans it again then.
-      if (event.startBy >= now) return event;
+  take(
+    now: number,
+    expired: (event: QueuedEvent) => void,
+    ready: (event: QueuedEvent) => boolean = () => true,
+  ): QueuedEvent | undefined {
+    let i = this.head;
+    while (i < this.events.length) {
+      const event = this.events[i];
+      const live = event.startBy >= now;
+      if (live && !ready(event)) {
+        i++;
+        continue;
+      }
+      if (i === this.head) this.head++;
+      else this.events.splice(i, 1);
+      if (live) {
+        // The expiry timer may now fire early; `expire` plans it again then.
+        this.compact();
+        return event;
+      }
       expired(event);
+      i = Math.max(i, this.head);
     }
+    this.compact();
     return undefined;
   }
 

@@ -87,9 +87,8 @@ type Kind = Settle['kind'];
 
 const KINDS: readonly Kind[] = ['delivered', 'failed', 'release', 'held'];
 
-function perKind<T>(make: () => T): Record<Kind, T> {
-  return Object.fromEntries(KINDS.map((kind) => [kind, make()])) as Record<Kind, T>;
-}
+const perKind = <T>(make: () => T): Record<Kind, T> =>
+  Object.fromEntries(KINDS.map((kind) => [kind, make()])) as Record<Kind, T>;
 
 /**
  * The last step of the flow (claim → execute → complete). Each event's settle is queued as
@@ -97,11 +96,10 @@ function perKind<T>(make: () => T): Record<Kind, T> {
  * first of them has waited SETTLE_GATHER_MS or a batch is full, at most two statements of a kind
  * at a time, so ends spread over a few milliseconds cost one round trip and one commit, not one
  * each (the commits of settles wait for the disk, and under load they compete with the
- * handlers' own). A statement that fails is
- * retried with backoff for as long as the claim's lease leaves time to write it (a failover
- * blip costs nothing); a settle that runs out of lease is given up, and the completer reports
- * a failure until a settle succeeds again, so the producer stops claiming work it could not
- * record.
+ * handlers' own). A statement that fails is retried with backoff for as long as the claim's
+ * lease leaves time to write it (a failover blip costs nothing); a settle that runs out of lease
+ * is given up, and the completer reports a failure until a settle succeeds again, so the
+ * producer stops claiming work it could not record.
  */
 export class OutboxCompleter {
   private readonly logger = new Logger('Outbox');
@@ -157,8 +155,11 @@ export class OutboxCompleter {
     }
   }
 
-  /** Queues a settle; resolves once it is written, found stale or given up. */
-  complete(item: Settle, leaseDeadline: number): Promise<SettleResult> {
+  /**
+   * Queues a settle; resolves once it is written, found stale or given up. `awaited` (the next
+   * event of a key's chain waits for it): it goes out at once, without gathering others.
+   */
+  complete(item: Settle, leaseDeadline: number, awaited = false): Promise<SettleResult> {
     if (this.closed) return Promise.resolve('lost');
     return new Promise((resolve) => {
       this.queues[item.kind].push({
@@ -166,7 +167,7 @@ export class OutboxCompleter {
         deadline: leaseDeadline,
         tries: 0,
         // Settles ending within a few milliseconds of each other go out together.
-        notBefore: Date.now() + SETTLE_GATHER_MS,
+        notBefore: awaited ? Date.now() : Date.now() + SETTLE_GATHER_MS,
         resolve,
       });
       this.schedule();

@@ -6,6 +6,14 @@ import type { OutboxEvent } from '../outbox-event.types';
 import type { HandlerOutcome } from '../handlers/outbox-handler.types';
 import { scrubError } from '../common/scrub-error.util';
 import { LEASE_SETTLE_HEADROOM_MS } from '../outbox.options';
+import { ALL, heldAfter, KeyChains, leftUndone, type Blocked } from './key-chains';
+
+/** What an event that follows no other one in its claim inherits: nothing undone. */
+const NOTHING_BEFORE: Blocked = new Set<string>();
+
+function orderedOf(handlers: readonly HandlerWithPolicy[]): string[] {
+  return handlers.filter((h) => h.policy.ordered).map((h) => h.name);
+}
 
 /** A claim's lease as the local clock sees it, read once at the claim. */
 export interface ClaimLease {
@@ -28,6 +36,7 @@ export type ExecutionResult = { settle: Settle; result: SettleResult } | 'abando
 export class OutboxExecutor {
   private busy = 0;
   private late = 0;
+  private readonly chains = new KeyChains();
   private readonly idleWaiters = new Set<() => void>();
 
   constructor(
@@ -59,8 +68,43 @@ export class OutboxExecutor {
     return lease.deadline - budget - LEASE_SETTLE_HEADROOM_MS;
   }
 
-  /** Starts the event's handlers now, under the claim's `lease`. */
+  /**
+   * Starts the event's handlers now, under the claim's `lease`; an event chained after another
+   * of its claim (`after`) first waits for that one to settle, holding its slot.
+   */
   start(record: OutboxRecord, lease: ClaimLease, abandon?: AbortSignal): Promise<ExecutionResult> {
+    const before = this.chains.before(record);
+    if (!before) return this.run(record, lease, abandon, NOTHING_BEFORE);
+    this.busy++;
+    return before.then((blocked) => {
+      this.busy--;
+      const ordered = orderedOf(this.dispatcher.policies(record.type));
+      const held = heldAfter(record, ordered, blocked);
+      return this.run(held === record.held ? record : { ...record, held }, lease, abandon, blocked);
+    });
+  }
+
+  /** Whether the event may start now: the one before it in its chain, if any, has settled. */
+  ready(record: OutboxRecord): boolean {
+    return this.chains.ready(record);
+  }
+
+  /** A claim's records, before any starts: the chains of their keys (see `KeyChains`). */
+  expectChains(records: readonly OutboxRecord[]): void {
+    this.chains.expect(records);
+  }
+
+  /** The event goes back unstarted: the one after it in its chain must not run what it holds. */
+  givenBack(record: OutboxRecord): void {
+    this.chains.giveBack(record);
+  }
+
+  private run(
+    record: OutboxRecord,
+    lease: ClaimLease,
+    abandon: AbortSignal | undefined,
+    before: Blocked,
+  ): Promise<ExecutionResult> {
     this.busy++;
     const handlers = this.dispatcher.policies(record.type);
     const run = this.dispatcher.execute(toEvent(record), this.notToRun(record, handlers), {
@@ -88,11 +132,39 @@ export class OutboxExecutor {
         abandon?.aborted &&
         outcomes.some((o) => !o.ok && !o.timedOut && o.error === abandon.reason)
       ) {
+        this.chains.end(record, ALL);
         return 'abandoned' as const;
       }
       const settle = this.toSettle(record, outcomes, handlers, lease);
-      return this.completer.complete(settle, lease.deadline).then((result) => ({ settle, result }));
+      const followed = this.chains.followed(record);
+      return this.completer.complete(settle, lease.deadline, followed).then((result) => {
+        if (followed) this.endLink(record, handlers, settle, result, before);
+        return { settle, result };
+      });
     });
+  }
+
+  /** What the event leaves undone for the one after it in its chain, which may now start. */
+  private endLink(
+    record: OutboxRecord,
+    handlers: readonly HandlerWithPolicy[],
+    settle: Settle,
+    result: SettleResult,
+    before: Blocked,
+  ): void {
+    const written = result === 'settled' || result === 'dead';
+    const succeeded = new Set(settle.kind === 'release' ? [] : settle.settle.handlers);
+    this.chains.end(
+      record,
+      written
+        ? leftUndone(
+            orderedOf(handlers),
+            (name) => succeeded.has(name) || Object.hasOwn(record.deliveries, name),
+            before,
+          )
+        : ALL,
+    );
+    this.onSlotFree();
   }
 
   /** Resolves once no event holds a slot. */

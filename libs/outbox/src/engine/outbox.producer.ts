@@ -295,7 +295,11 @@ export class OutboxProducer {
     const now = Date.now();
     const expired: QueuedEvent[] = [];
     while (this.executor.active < this.options.concurrency) {
-      const event = this.queue.take(now, (late) => expired.push(late));
+      const event = this.queue.take(
+        now,
+        (late) => expired.push(late),
+        (queued) => this.executor.ready(queued.record),
+      );
       if (!event) break;
       void this.executor.start(event.record, event.lease, this.abandon);
     }
@@ -319,6 +323,7 @@ export class OutboxProducer {
 
   /** Gives a claimed, unstarted event back to the table: due now, its attempt not counted. */
   private giveBack({ record, lease }: QueuedEvent): void {
+    this.executor.givenBack(record);
     void this.completer.complete(
       { kind: 'release', record, settle: { id: record.id, attempts: record.attempts } },
       lease.deadline,
@@ -365,6 +370,7 @@ export class OutboxProducer {
     this.lastClaim = new Date();
     this.completer.clearFailureIfIdle();
     this.onClaimed(result.value.length);
+    this.executor.expectChains(result.value);
     return ok({
       records: result.value,
       lease: { sentAt, deadline: sentAt + this.options.leaseMs },

@@ -37,7 +37,7 @@ const WAKE = `(floor(extract(epoch FROM now()) * 1000))::bigint::text`;
  * for them (still in its `ordered_for`), not discarded, and not dead when the handler skips dead
  * events (`p_skip`).
  */
-const HELD = (e: string) => `
+const HELD = (e: string, notIn?: string) => `
   ARRAY(SELECT handler FROM unnest(${e}.ordered_for) AS handler
         WHERE EXISTS (
           SELECT 1 FROM outbox_event AS earlier
@@ -46,7 +46,12 @@ const HELD = (e: string) => `
             AND earlier.dispatched_at IS NULL
             AND earlier.discarded_at IS NULL
             AND handler = ANY (earlier.ordered_for)
-            AND NOT (earlier.dead_at IS NOT NULL AND handler = ANY (p_skip))))`;
+            AND NOT (earlier.dead_at IS NOT NULL AND handler = ANY (p_skip))${
+              notIn
+                ? `
+            AND earlier.id <> ALL (${notIn})`
+                : ''
+            }))`;
 
 /**
  * `outbox_ordered_done_v1(ids, skip, channel)`: after a settle, each ordered handler an event is
@@ -125,12 +130,18 @@ const ORDERED_DONE_FUNCTION = `
   END
   $done$`;
 
-/** The live claim's two forms, each returning with every row the ordered handlers it holds. */
+/**
+ * The live claim's two forms. With the due rows it picks, it takes the parked events that follow
+ * a picked event in its key (up to what the limit leaves), in place order: a key's queue then
+ * runs in this process from one claim, each event after the one before it has settled (the
+ * engine chains them by `after`), rather than at one claim and one wake per event. `held` is
+ * what an earlier event outside the claim holds; one inside it is the chain's to wait for.
+ */
 function claimFrom(lowerBound: string): string {
   return `
     RETURN QUERY
     WITH picked AS (
-      SELECT o.id, o.next_attempt_at
+      SELECT o.id, o.next_attempt_at, o.ordering_key, o.ordering_position
       FROM outbox_event AS o
       WHERE o.dispatched_at IS NULL
         AND o.dead_at IS NULL
@@ -140,26 +151,62 @@ function claimFrom(lowerBound: string): string {
       LIMIT p_limit
       FOR UPDATE SKIP LOCKED
     ),
+    chained AS (
+      SELECT n.id, p.next_attempt_at AS group_due, p.id AS group_id
+      FROM picked AS p
+      CROSS JOIN LATERAL (
+        SELECT x.id, x.ordering_position
+        FROM outbox_event AS x
+        WHERE x.ordering_key = p.ordering_key
+          AND x.ordering_position > p.ordering_position
+          AND x.dispatched_at IS NULL
+          AND x.discarded_at IS NULL
+          AND x.dead_at IS NULL
+          AND x.next_attempt_at = ${PARKED}
+          AND (p_types IS NULL OR x.type = ANY (p_types))
+        ORDER BY x.ordering_key, x.ordering_position
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+      ) AS n
+      -- From the first picked event of each key only, so no event is chained twice.
+      WHERE p.ordering_position IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM picked AS earlier
+                        WHERE earlier.ordering_key = p.ordering_key
+                          AND earlier.ordering_position < p.ordering_position)
+      ORDER BY p.next_attempt_at, p.id, n.ordering_position
+      LIMIT greatest(0, p_limit - (SELECT count(*) FROM picked))
+    ),
+    batch AS MATERIALIZED (
+      SELECT id, next_attempt_at AS due, next_attempt_at AS group_due, id AS group_id FROM picked
+      UNION ALL
+      SELECT id, now(), group_due, group_id FROM chained
+    ),
     claimed AS (
       UPDATE outbox_event AS e
       SET attempts = e.attempts + 1,
           lease_expires_at = now() + make_interval(secs => p_lease_ms / 1000.0),
           next_attempt_at = now() + make_interval(secs => p_lease_ms / 1000.0)
-      WHERE e.id = ANY (ARRAY(SELECT picked.id FROM picked))
+      WHERE e.id = ANY (ARRAY(SELECT batch.id FROM batch))
       RETURNING e
     )
-    SELECT claimed.e, (extract(epoch FROM picked.next_attempt_at) * 1000)::float8,
-           CASE WHEN (claimed.e).ordering_position IS NOT NULL THEN ${HELD('(claimed.e)')} END
+    SELECT claimed.e, (extract(epoch FROM batch.due) * 1000)::float8,
+           CASE WHEN (claimed.e).ordering_position IS NOT NULL
+             THEN ${HELD('(claimed.e)', 'ARRAY(SELECT batch.id FROM batch)')} END,
+           CASE WHEN (claimed.e).ordering_position IS NOT NULL
+             THEN lag((claimed.e).id) OVER (PARTITION BY (claimed.e).ordering_key
+                                            ORDER BY (claimed.e).ordering_position) END
     FROM claimed
-    JOIN picked ON picked.id = (claimed.e).id
-    ORDER BY picked.next_attempt_at, picked.id;`;
+    JOIN batch ON batch.id = (claimed.e).id
+    ORDER BY batch.group_due, batch.group_id, (claimed.e).ordering_position;`;
 }
 
 /**
  * `outbox_claim_live_v2(limit, lease ms, types, due from, skip)`: `outbox_claim_live_v1` that also
- * returns, in the same statement (one snapshot with the rows it picks), the ordered handlers an
- * earlier event of each row's key holds. A later snapshot than the pick's could miss an earlier
- * event committed in between and let a handler run early.
+ * takes the parked events that follow a picked one in its key (see `claimFrom`), and returns
+ * with each row, in the same statement (one snapshot with the rows it picks), the ordered
+ * handlers an earlier event of its key outside the claim holds (`held`: a later snapshot than
+ * the pick's could miss an earlier event committed in between and let a handler run early) and
+ * the event of its key just before it in the claim (`after`).
  */
 const CLAIM_LIVE_V2_FUNCTION = `
   CREATE OR REPLACE FUNCTION outbox_claim_live_v2(
@@ -169,7 +216,7 @@ const CLAIM_LIVE_V2_FUNCTION = `
     p_due_from timestamptz,
     p_skip text[]
   )
-  RETURNS TABLE (event outbox_event, due_ms double precision, held text[])
+  RETURNS TABLE (event outbox_event, due_ms double precision, held text[], after uuid)
   LANGUAGE plpgsql
   AS $claim$
   BEGIN

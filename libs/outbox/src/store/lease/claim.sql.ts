@@ -138,7 +138,8 @@ export const CLAIM_LIVE = `
 
 /**
  * `CLAIM_LIVE` through `outbox_claim_live_v2` (migration `OutboxOrdering1773000000000`),
- * the same rows in the same shape: the server plans this call, not the claim, on every claim.
+ * the same rows in the same shape, and the parked events that follow a picked one in its key
+ * (chained by `after`): the server plans this call, not the claim, on every claim.
  */
 export const CLAIM_LIVE_CALL = `
   SELECT (c.event).id, (c.event).type, (c.event).aggregate_type, (c.event).aggregate_id,
@@ -149,9 +150,10 @@ export const CLAIM_LIVE_CALL = `
          (extract(epoch FROM (c.event).lease_expires_at) * 1000)::float8 AS lease_expires_ms,
          (extract(epoch FROM now()) * 1000)::float8 AS claimed_ms,
          c.due_ms,
-         c.held
+         c.held,
+         c.after
   FROM outbox_claim_live_v2($1::int, $2::float8, $3::text[], $4::timestamptz, $5::text[])
-       WITH ORDINALITY AS c (event, due_ms, held, position)
+       WITH ORDINALITY AS c (event, due_ms, held, after, position)
   ORDER BY c.position
 `;
 
@@ -187,6 +189,8 @@ interface ClaimedRow extends EventRow {
   claimed_ms: number;
   due_ms: number;
   held: string[] | null;
+  /** Only the claim function chains a key's events (`outbox_claim_live_v2`). */
+  after?: string | null;
 }
 
 /**
@@ -219,6 +223,7 @@ export function toRecords(rows: ClaimedRow[]): OutboxRecord[] {
     deadAt: row.dead_at,
     lastError: row.last_error,
     held: row.held?.length ? row.held : NONE_HELD,
+    after: row.after ?? null,
   }));
 }
 

@@ -25,6 +25,12 @@ export interface OutboxRecord<P = unknown> extends OutboxEvent<P> {
    * done for them. Empty for most events.
    */
   held: readonly string[];
+  /**
+   * The event of the same key just before this one in the same claim, or null: the chain of a
+   * key's events taken by one claim, each run after the one before it has settled. `held` then
+   * leaves out what that event and those before it in the claim hold.
+   */
+  after: string | null;
 }
 
 export interface ClaimOptions {
