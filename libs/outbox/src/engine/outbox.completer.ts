@@ -10,6 +10,7 @@ import type { OutboxResult } from '../store/outbox.result';
 import type { OutboxRepository } from '../store/lease/outbox.repository';
 import { RateLimitedLog } from '../common/rate-limited-log.util';
 import { scrubError } from '../common/scrub-error.util';
+import { writeSettles } from './settle-statements';
 
 /** Error text in a log line; the whole scrubbed text is in the row's `last_error`. */
 const LOGGED_ERROR_LENGTH = 500;
@@ -250,7 +251,12 @@ export class OutboxCompleter {
     this.inFlight[kind]++;
     this.writing += batch.length;
     const startedAt = performance.now();
-    const flush: Promise<void> = this.statement(kind, batch)
+    const flush: Promise<void> = writeSettles(
+      this.repository,
+      this.options,
+      kind,
+      batch.map((p) => p.item),
+    )
       .then((result) => {
         this.hooks.onStatement?.(kind, performance.now() - startedAt, result.ok);
         return result;
@@ -268,30 +274,6 @@ export class OutboxCompleter {
         this.hooks.onSettled?.();
       });
     this.flushes.add(flush);
-  }
-
-  private async statement(kind: Kind, batch: Pending[]): Promise<OutboxResult<SettleOutcome>> {
-    const ordering = this.options.orderedSettles?.();
-    if (kind === 'delivered' || kind === 'held') {
-      const settles = batch.map(
-        (p) => (p.item as Extract<Settle, { kind: 'delivered' | 'held' }>).settle,
-      );
-      return kind === 'held'
-        ? this.repository.park(settles, ordering ?? { skipDead: [] })
-        : this.repository.markDelivered(settles, ordering);
-    }
-    if (kind === 'failed') {
-      const options = {
-        deadRetryMs: this.options.deadRetryMs,
-        deadRetryByType: this.options.deadRetryByType,
-        ordering,
-      };
-      return this.repository.markFailed(
-        batch.map((p) => (p.item as Extract<Settle, { kind: 'failed' }>).settle),
-        options,
-      );
-    }
-    return this.repository.release(batch.map((p) => p.item.settle));
   }
 
   private apply(kind: Kind, batch: Pending[], result: OutboxResult<SettleOutcome>): void {

@@ -223,6 +223,7 @@ export function toRecords(rows: ClaimedRow[]): OutboxRecord[] {
     deadAt: row.dead_at,
     lastError: row.last_error,
     held: row.held?.length ? row.held : NONE_HELD,
+    sequenced: row.held !== null,
     after: row.after ?? null,
   }));
 }

@@ -26,6 +26,11 @@ export interface OutboxRecord<P = unknown> extends OutboxEvent<P> {
    */
   held: readonly string[];
   /**
+   * Placed in its key for ordered handlers when emitted: its settles tell the key (the wait
+   * counts, the next event), whichever handlers this instance orders.
+   */
+  sequenced: boolean;
+  /**
    * The event of the same key just before this one in the same claim, or null: the chain of a
    * key's events taken by one claim, each run after the one before it has settled. `held` then
    * leaves out what that event and those before it in the claim hold.

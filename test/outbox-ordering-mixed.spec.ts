@@ -1,0 +1,70 @@
+import { Injectable, type INestApplication } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { OnOutboxEvent, OutboxPublisher, type NewOutboxEvent, type OutboxEvent } from '@app/outbox';
+import { drainUntilIdle } from '@app/outbox/testing';
+import { createOutboxApp } from './support/outbox-app';
+import { useTestDatabase } from './support/test-database';
+
+/**
+ * Instances that disagree on a handler being ordered, as during the deploy that adds `ordered`:
+ * an instance that orders nothing still tells the key when it settles an event placed in it, so
+ * the events parked behind it run.
+ */
+
+const seen: number[] = [];
+
+@Injectable()
+class OrderedLedger {
+  @OnOutboxEvent('ledger', { events: ['account.credited'], ordered: true })
+  post(event: OutboxEvent<{ n: number }>) {
+    seen.push(event.payload.n);
+  }
+}
+
+@Injectable()
+class PlainLedger {
+  @OnOutboxEvent('ledger', { events: ['account.credited'] })
+  post(event: OutboxEvent<{ n: number }>) {
+    seen.push(event.payload.n);
+  }
+}
+
+const t = useTestDatabase();
+let ordering: INestApplication;
+let plain: INestApplication;
+
+beforeAll(async () => {
+  const outbox = { autoStart: false, retention: { enabled: false } };
+  ordering = await createOutboxApp({ url: t.db.url, outbox, providers: [OrderedLedger] });
+  // One slot: each claim takes one event, so no claim chains the key's events.
+  plain = await createOutboxApp({
+    url: t.db.url,
+    outbox: { ...outbox, concurrency: 1 },
+    providers: [PlainLedger],
+  });
+});
+
+afterAll(async () => {
+  await ordering?.close();
+  await plain?.close();
+});
+
+it('an instance without ordered handlers wakes the events parked behind one it settles', async () => {
+  const events: NewOutboxEvent[] = [1, 2, 3].map((n) => ({
+    type: 'account.credited',
+    aggregateType: 'account',
+    aggregateId: '42',
+    payload: { n },
+  }));
+  // One transaction per event: the second and third are parked behind the first.
+  for (const event of events) {
+    await ordering
+      .get(DataSource)
+      .transaction((manager) => ordering.get(OutboxPublisher).emit(event, { manager }));
+  }
+  const drained = await drainUntilIdle(plain);
+  expect(seen).toEqual([1, 2, 3]);
+  expect(drained.claims).toBeGreaterThanOrEqual(3);
+  const { rows } = await t.sql.query(`SELECT waiting::int FROM outbox_ordering_wait`);
+  expect(rows).toEqual([{ waiting: 0 }]);
+});
