@@ -88,7 +88,6 @@ function brokenLink(
       ? 'prev_hash of the first entry is not the genesis hash'
       : `prev_hash does not match the hash of entry ${seq - 1}`;
   }
-  // eslint-disable-next-line @typescript-eslint/no-unused-vars
   const { prevHash: _prev, hash: stored, recordedAt, ...content } = toView(entry);
   if (stored !== chainHash(entry.prevHash, { ...content, seq })) {
     return 'hash does not match the entry content';

@@ -1,16 +1,15 @@
 import { Logger } from '@nestjs/common';
-import type {
-  DeliveredSettle,
-  OrderedSettleOptions,
-  FailedSettle,
-  OutboxRecord,
-  SettleOutcome,
-} from '../store/lease/lease.types';
+import type { SettleOutcome } from '../store/lease/lease.types';
 import type { OutboxResult } from '../store/outbox.result';
 import type { OutboxRepository } from '../store/lease/outbox.repository';
 import { RateLimitedLog } from '../common/rate-limited-log.util';
 import { scrubError } from '../common/scrub-error.util';
-import { writeSettles } from './settle-statements';
+import {
+  writeSettles,
+  type CompleterOptions,
+  type Settle,
+  type SettleResult,
+} from './settle-statements';
 
 /** Error text in a log line; the whole scrubbed text is in the row's `last_error`. */
 const LOGGED_ERROR_LENGTH = 500;
@@ -21,35 +20,6 @@ const SETTLE_GATHER_MS = 5;
 /** Backoff of a settle statement that failed: doubling from the first to the last. */
 const RETRY_FIRST_MS = 50;
 const RETRY_LAST_MS = 1000;
-
-/** What one settle came to. */
-export type SettleResult =
-  /** Written: delivered, or scheduled again after a failure. */
-  | 'settled'
-  /** Written, and the event ran out of attempts with it (announced once). */
-  | 'dead'
-  /** Given back unstarted (shutdown). */
-  | 'released'
-  /** Nothing written: a newer claim holds the event (its lease had ended). */
-  | 'stale'
-  /** Never written: the store kept failing until the lease was too close to its end. */
-  | 'lost';
-
-export type Settle =
-  | { kind: 'delivered'; record: OutboxRecord; settle: DeliveredSettle }
-  | { kind: 'failed'; record: OutboxRecord; settle: FailedSettle }
-  | { kind: 'release'; record: OutboxRecord; settle: { id: string; attempts: number } }
-  // Every handler left is ordered and held by an earlier event of the key: parked.
-  | { kind: 'held'; record: OutboxRecord; settle: DeliveredSettle };
-
-export interface CompleterOptions {
-  deadRetryMs: number;
-  deadRetryByType?: Readonly<Record<string, number>>;
-  /** Rows per settle statement. */
-  batchSize: number;
-  /** Read at each settle: set once the app has ordered handlers (see `orderedDone`). */
-  orderedSettles?: () => OrderedSettleOptions | undefined;
-}
 
 /** Why settles are failing, while they are. */
 export interface SettleFailure {

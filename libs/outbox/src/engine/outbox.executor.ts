@@ -1,6 +1,7 @@
 import type { EventDispatcher, HandlerWithPolicy } from '../handlers/event.dispatcher';
 import { handlerRetryDelayMs } from '../handlers/handler.policy';
-import type { OutboxCompleter, Settle, SettleResult } from './outbox.completer';
+import type { OutboxCompleter } from './outbox.completer';
+import type { Settle, SettleResult } from './settle-statements';
 import type { OutboxRecord } from '../store/lease/lease.types';
 import type { OutboxEvent } from '../outbox-event.types';
 import type { HandlerOutcome } from '../handlers/outbox-handler.types';

@@ -1,7 +1,41 @@
-import type { OrderedSettleOptions, SettleOutcome } from '../store/lease/lease.types';
+import type {
+  DeliveredSettle,
+  FailedSettle,
+  OrderedSettleOptions,
+  OutboxRecord,
+  SettleOutcome,
+} from '../store/lease/lease.types';
 import type { OutboxRepository } from '../store/lease/outbox.repository';
 import type { OutboxResult } from '../store/outbox.result';
-import type { CompleterOptions, Settle } from './outbox.completer';
+
+/** What one settle came to. */
+export type SettleResult =
+  /** Written: delivered, or scheduled again after a failure. */
+  | 'settled'
+  /** Written, and the event ran out of attempts with it (announced once). */
+  | 'dead'
+  /** Given back unstarted (shutdown). */
+  | 'released'
+  /** Nothing written: a newer claim holds the event (its lease had ended). */
+  | 'stale'
+  /** Never written: the store kept failing until the lease was too close to its end. */
+  | 'lost';
+
+export type Settle =
+  | { kind: 'delivered'; record: OutboxRecord; settle: DeliveredSettle }
+  | { kind: 'failed'; record: OutboxRecord; settle: FailedSettle }
+  | { kind: 'release'; record: OutboxRecord; settle: { id: string; attempts: number } }
+  // Every handler left is ordered and held by an earlier event of the key: parked.
+  | { kind: 'held'; record: OutboxRecord; settle: DeliveredSettle };
+
+export interface CompleterOptions {
+  deadRetryMs: number;
+  deadRetryByType?: Readonly<Record<string, number>>;
+  /** Rows per settle statement. */
+  batchSize: number;
+  /** Read at each settle: set once the app has ordered handlers (see `orderedDone`). */
+  orderedSettles?: () => OrderedSettleOptions | undefined;
+}
 
 const NO_SKIP: OrderedSettleOptions = { skipDead: [] };
 
