@@ -41,7 +41,7 @@ class Handlers {
     if (failAlways.has(event.payload.n)) throw new Error('poison');
   }
 
-  @OnOutboxEvent('journal', { events: ['account.journaled'], ordered: true })
+  @OnOutboxEvent('journal', { events: ['account.journaled', 'account.booked'], ordered: true })
   journal(event: OutboxEvent<{ n: number }>, ctx: HandlerContext) {
     calls.push({
       handler: 'journal',
@@ -295,5 +295,37 @@ it('keeps each ordered handler of an event to its own order: one retrying does n
     [80, 1],
     [80, 2],
     [81, 1],
+  ]);
+});
+
+it('runs an ordered handler on past an event another ordered handler is held on', async () => {
+  calls.length = 0;
+  failAlways.add(90);
+  await emit([
+    event('k9', 90),
+    event('k9', 91, 'account.journaled'),
+    event('k9', 92, 'account.booked'),
+  ]);
+  await drainUntilQuiet();
+  const of = (handler: string) =>
+    calls.filter((c) => c.key === 'k9' && c.handler === handler).map((c) => c.n);
+  // The ledger is blocked on 90 (dead) and holds 91 for itself only: the journal ran 91 and 92.
+  expect(of('ledger')).toEqual([90, 90]);
+  expect(of('journal')).toEqual([91, 92]);
+  const state = async () =>
+    (
+      await t.sql.query(
+        `SELECT payload->>'n' AS n, dispatched_at IS NOT NULL AS delivered, ordered_for
+         FROM outbox_event WHERE ordering_key = 'k9' ORDER BY ordering_position`,
+      )
+    ).rows;
+  // The last settle may still be on its way when the drain comes to rest.
+  for (let i = 0; i < 100 && !(await state())[2].delivered; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  expect(await state()).toEqual([
+    { n: '90', delivered: false, ordered_for: ['ledger'] },
+    { n: '91', delivered: false, ordered_for: ['ledger'] },
+    { n: '92', delivered: true, ordered_for: ['journal'] },
   ]);
 });

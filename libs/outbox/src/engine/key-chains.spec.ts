@@ -24,6 +24,23 @@ describe('KeyChains', () => {
     await expect(beforeC).resolves.toBe(ALL);
   });
 
+  it("waits for the event's new run when a later claim takes the one before it again", async () => {
+    const chains = new KeyChains();
+    const [p, x] = [record('p', null), record('x', 'p')];
+    chains.expect([p, x]);
+    chains.end(p, new Set(['journal']));
+    // p was parked, woken and claimed again, now followed by y.
+    const y = record('y', 'p');
+    chains.expect([record('p', null), y]);
+    expect(chains.ready(x)).toBe(true);
+    expect(chains.ready(y)).toBe(false);
+    await expect(chains.before(x)).resolves.toEqual(new Set(['journal']));
+    expect(chains.ready(y)).toBe(false);
+    const beforeY = chains.before(y)!;
+    chains.end(p, new Set());
+    await expect(beforeY).resolves.toEqual(new Set());
+  });
+
   it('adds to `held` what the chain left undone, and carries it down the chain', () => {
     const r = record('x', 'w', ['audit']);
     expect(heldAfter(r, ['ledger', 'journal'], new Set(['ledger']))).toEqual(['audit', 'ledger']);

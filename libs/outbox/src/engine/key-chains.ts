@@ -18,26 +18,29 @@ interface Link {
 /**
  * The chains of a key's events that one claim took (`OutboxRecord.after`): each event runs after
  * the one before it has settled, and its ordered handlers that an event before it left undone
- * are held for it, as an earlier event outside the claim holds them (`held`). A link lives from
- * the claim that made it until the event after it starts or goes back.
+ * are held for it, as an earlier event outside the claim holds them (`held`). A link belongs to
+ * the waiting event of one claim: from that claim until the event starts or goes back.
  */
 export class KeyChains {
+  /** By the id of the event that waits: a new claim of the event before makes a new link. */
   private readonly links = new Map<string, Link>();
+  /** Event id → the event after it in its latest claim. */
+  private readonly next = new Map<string, string>();
 
-  /** A claim's records: each event another one follows gets its link before anything starts. */
+  /** A claim's records: each event that follows another gets its link before anything starts. */
   expect(records: readonly OutboxRecord[]): void {
     for (const record of records) {
-      if (record.after !== null && !this.links.has(record.after)) {
-        let resolve!: (blocked: Blocked) => void;
-        const promise = new Promise<Blocked>((r) => (resolve = r));
-        this.links.set(record.after, { done: false, blocked: ALL, promise, resolve });
-      }
+      if (record.after === null) continue;
+      let resolve!: (blocked: Blocked) => void;
+      const promise = new Promise<Blocked>((r) => (resolve = r));
+      this.links.set(record.id, { done: false, blocked: ALL, promise, resolve });
+      this.next.set(record.after, record.id);
     }
   }
 
   /** Whether the event before `record` in its chain (if any) has settled. */
   ready(record: OutboxRecord): boolean {
-    return record.after === null || this.links.get(record.after)?.done !== false;
+    return record.after === null || this.links.get(record.id)?.done !== false;
   }
 
   /**
@@ -46,28 +49,33 @@ export class KeyChains {
    */
   before(record: OutboxRecord): Promise<Blocked> | undefined {
     if (record.after === null) return undefined;
-    const link = this.links.get(record.after);
+    const link = this.links.get(record.id);
     if (!link) return undefined;
-    return link.promise.finally(() => this.links.delete(record.after!));
+    return link.promise.finally(() => {
+      if (this.links.get(record.id) === link) this.links.delete(record.id);
+    });
   }
 
   /** Whether an event of the claim follows `record`. */
   followed(record: OutboxRecord): boolean {
-    return this.links.has(record.id);
+    return this.next.has(record.id);
   }
 
   /** `record` has settled (or will never run): the event after it may go on. */
   end(record: OutboxRecord, blocked: Blocked): void {
-    const link = this.links.get(record.id);
+    const successor = this.next.get(record.id);
+    if (successor === undefined) return;
+    this.next.delete(record.id);
+    const link = this.links.get(successor);
     if (!link || link.done) return;
     link.done = true;
     link.blocked = blocked;
     link.resolve(blocked);
   }
 
-  /** Goes back unstarted: what it follows is not waited for, and what follows it may not run. */
+  /** Goes back unstarted: nothing is waited for, and what follows it may not run. */
   giveBack(record: OutboxRecord): void {
-    if (record.after !== null) this.links.delete(record.after);
+    this.links.delete(record.id);
     this.end(record, ALL);
   }
 }

@@ -88,6 +88,12 @@ const ORDERED_DONE_FUNCTION = `
     IF v_ids IS NULL THEN
       RETURN;
     END IF;
+    -- Wait rows first, as a park takes them: then the events.
+    PERFORM 1
+    FROM outbox_ordering_wait AS w
+    WHERE (w.handler, w.key) IN (SELECT * FROM unnest(v_handlers, v_keys))
+    ORDER BY w.handler, w.key
+    FOR UPDATE OF w;
     -- A delivered event holds nothing and is never settled again: its ordered_for stays.
     UPDATE outbox_event AS e
     SET ordered_for = ARRAY(
@@ -96,11 +102,6 @@ const ORDERED_DONE_FUNCTION = `
                         WHERE d.id = e.id AND d.handler = kept.handler))
     WHERE e.id = ANY (v_ids)
       AND e.dispatched_at IS NULL;
-    PERFORM 1
-    FROM outbox_ordering_wait AS w
-    WHERE (w.handler, w.key) IN (SELECT * FROM unnest(v_handlers, v_keys))
-    ORDER BY w.handler, w.key
-    FOR UPDATE OF w;
     UPDATE outbox_ordering_wait AS w
     SET waiting = w.waiting - d.done
     FROM (SELECT handler, key, count(*) AS done
@@ -122,6 +123,7 @@ const ORDERED_DONE_FUNCTION = `
                   LIMIT 1)
           FROM (SELECT DISTINCT handler, key FROM unnest(v_handlers, v_keys) AS p(handler, key)) AS p)
         AND x.next_attempt_at = ${PARKED}
+        AND x.dead_at IS NULL
       FOR UPDATE SKIP LOCKED);
     GET DIAGNOSTICS v_woken = ROW_COUNT;
     IF v_woken > 0 THEN
@@ -134,8 +136,12 @@ const ORDERED_DONE_FUNCTION = `
  * The live claim's two forms. With the due rows it picks, it takes the parked events that follow
  * a picked event in its key (up to what the limit leaves), in place order: a key's queue then
  * runs in this process from one claim, each event after the one before it has settled (the
- * engine chains them by `after`), rather than at one claim and one wake per event. `held` is
- * what an earlier event outside the claim holds; one inside it is the chain's to wait for.
+ * engine chains them by `after`), rather than at one claim and one wake per event. Only the
+ * first picked event of a key heads a chain; another picked event of the key is not chained (its
+ * unordered handlers run at once). `held` is what an earlier event outside the chain holds: one
+ * inside it is the chain's to wait for. The parked events are looked up first and locked once
+ * the limit has chosen them, so a claim never locks an event it does not take (a done skips a
+ * locked event, trusting its locker to settle it).
  */
 function claimFrom(lowerBound: string): string {
   return `
@@ -151,14 +157,25 @@ function claimFrom(lowerBound: string): string {
       LIMIT p_limit
       FOR UPDATE SKIP LOCKED
     ),
-    chained AS (
-      SELECT n.id, p.next_attempt_at AS group_due, p.id AS group_id
+    -- The first picked event of each key heads its chain.
+    heads AS (
+      SELECT p.id, p.next_attempt_at, p.ordering_key, p.ordering_position
       FROM picked AS p
+      WHERE p.ordering_position IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM picked AS earlier
+                        WHERE earlier.ordering_key = p.ordering_key
+                          AND earlier.ordering_position < p.ordering_position)
+    ),
+    -- The parked events behind each head, looked up without a lock: only those the limit keeps
+    -- are locked, so no event is locked by a claim that does not take it.
+    following AS (
+      SELECT n.id, h.next_attempt_at AS group_due, h.id AS group_id
+      FROM heads AS h
       CROSS JOIN LATERAL (
         SELECT x.id, x.ordering_position
         FROM outbox_event AS x
-        WHERE x.ordering_key = p.ordering_key
-          AND x.ordering_position > p.ordering_position
+        WHERE x.ordering_key = h.ordering_key
+          AND x.ordering_position > h.ordering_position
           AND x.dispatched_at IS NULL
           AND x.discarded_at IS NULL
           AND x.dead_at IS NULL
@@ -166,20 +183,26 @@ function claimFrom(lowerBound: string): string {
           AND (p_types IS NULL OR x.type = ANY (p_types))
         ORDER BY x.ordering_key, x.ordering_position
         LIMIT p_limit
-        FOR UPDATE SKIP LOCKED
       ) AS n
-      -- From the first picked event of each key only, so no event is chained twice.
-      WHERE p.ordering_position IS NOT NULL
-        AND NOT EXISTS (SELECT 1 FROM picked AS earlier
-                        WHERE earlier.ordering_key = p.ordering_key
-                          AND earlier.ordering_position < p.ordering_position)
-      ORDER BY p.next_attempt_at, p.id, n.ordering_position
+      ORDER BY h.next_attempt_at, h.id, n.ordering_position
       LIMIT greatest(0, p_limit - (SELECT count(*) FROM picked))
     ),
+    chained AS (
+      SELECT x.id, f.group_due, f.group_id
+      FROM outbox_event AS x
+      JOIN following AS f ON f.id = x.id
+      WHERE x.id = ANY (ARRAY(SELECT following.id FROM following))
+        AND x.next_attempt_at = ${PARKED}
+        AND x.dispatched_at IS NULL
+        AND x.dead_at IS NULL
+      FOR UPDATE OF x SKIP LOCKED
+    ),
     batch AS MATERIALIZED (
-      SELECT id, next_attempt_at AS due, next_attempt_at AS group_due, id AS group_id FROM picked
+      SELECT id, next_attempt_at AS due, next_attempt_at AS group_due, id AS group_id,
+             id IN (SELECT heads.id FROM heads) AS chain
+      FROM picked
       UNION ALL
-      SELECT id, now(), group_due, group_id FROM chained
+      SELECT id, now(), group_due, group_id, true FROM chained
     ),
     claimed AS (
       UPDATE outbox_event AS e
@@ -190,10 +213,12 @@ function claimFrom(lowerBound: string): string {
       RETURNING e
     )
     SELECT claimed.e, (extract(epoch FROM batch.due) * 1000)::float8,
-           CASE WHEN (claimed.e).ordering_position IS NOT NULL
-             THEN ${HELD('(claimed.e)', 'ARRAY(SELECT batch.id FROM batch)')} END,
-           CASE WHEN (claimed.e).ordering_position IS NOT NULL
-             THEN lag((claimed.e).id) OVER (PARTITION BY (claimed.e).ordering_key
+           CASE WHEN (claimed.e).ordering_position IS NULL THEN NULL
+                WHEN batch.chain
+                THEN ${HELD('(claimed.e)', 'ARRAY(SELECT b.id FROM batch AS b WHERE b.chain)')}
+                ELSE ${HELD('(claimed.e)')} END,
+           CASE WHEN batch.chain AND (claimed.e).ordering_position IS NOT NULL
+             THEN lag((claimed.e).id) OVER (PARTITION BY batch.chain, (claimed.e).ordering_key
                                             ORDER BY (claimed.e).ordering_position) END
     FROM claimed
     JOIN batch ON batch.id = (claimed.e).id
@@ -268,6 +293,9 @@ const ORDERED_PARK_FUNCTION = `
       RETURNING e.id, e.next_attempt_at = ${PARKED} AS parked
     )
     SELECT settled.id, settled.parked FROM settled;
+    -- The handlers that ran are done with the event: the next event of the key runs for them.
+    PERFORM outbox_ordered_done_v1(
+      ARRAY(SELECT (s->>'id')::uuid FROM jsonb_array_elements(p_settles) AS s), p_skip, p_channel);
     PERFORM pg_notify(p_channel, ${WAKE})
     FROM outbox_event AS e
     WHERE e.id IN (SELECT (s->>'id')::uuid FROM jsonb_array_elements(p_settles) AS s)

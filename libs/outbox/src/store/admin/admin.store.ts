@@ -59,13 +59,13 @@ const CLAIM_MARGIN_MS = 30_000;
 /**
  * After a discard, in its transaction: the discarded events are done for their ordered handlers,
  * so the next event of each key runs (see `outbox_ordered_done_v1`). The rows discarded by this
- * transaction are those whose discard time is its `now()`. $18: the channel of
+ * transaction are those whose discard time is its `now()` (found on `outbox_event_discarded_idx`). $18: the channel of
  * `changeParameters`, woken for the events made due.
  */
 const FREE_DISCARDED_KEYS = `
   SELECT outbox_ordered_done_v1(
     ARRAY(SELECT id FROM outbox_event
-          WHERE discarded_at = now() AND cardinality(ordered_for) > 0),
+          WHERE dispatched_at IS NULL AND discarded_at = now() AND ordered_for <> '{}'),
     '{}'::text[],
     $18::text)`;
 
