@@ -34,7 +34,8 @@ import type { ClaimOptions, OutboxRecord } from './lease.types';
  * The ordered handlers of a claimed row that must wait: those it still waits on (`ordered_for`,
  * which a settle done with a handler leaves), for which an earlier event of its key is not done
  * (still waiting on it, not discarded, and not dead when the handler skips dead events, $5).
- * The same test as `outbox_claim_live_v2`'s, for the claims that do not go through it. One
+ * The test `outbox_claim_live_v2` makes, without its chains (every earlier event counts, in
+ * the claim or not), for the claims that do not go through it. One
  * probe of `outbox_event_ordering_idx` per handler, which stops at the first such event; null
  * for a row no ordered handler receives. It must read the snapshot that picked the rows: a later
  * one could miss an earlier event committed in between and let a handler run early.
