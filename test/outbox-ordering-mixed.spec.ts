@@ -1,6 +1,12 @@
 import { Injectable, type INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { OnOutboxEvent, OutboxPublisher, type NewOutboxEvent, type OutboxEvent } from '@app/outbox';
+import {
+  OnOutboxEvent,
+  OutboxPublisher,
+  OutboxRetentionSweeper,
+  type NewOutboxEvent,
+  type OutboxEvent,
+} from '@app/outbox';
 import { drainUntilIdle } from '@app/outbox/testing';
 import { createOutboxApp } from './support/outbox-app';
 import { useTestDatabase } from './support/test-database';
@@ -67,4 +73,28 @@ it('an instance without ordered handlers wakes the events parked behind one it s
   expect(drained.claims).toBeGreaterThanOrEqual(3);
   const { rows } = await t.sql.query(`SELECT waiting::int FROM outbox_ordering_wait`);
   expect(rows).toEqual([{ waiting: 0 }]);
+});
+
+it('the sweep wakes an event parked behind one settled without telling its key', async () => {
+  seen.length = 0;
+  const events: NewOutboxEvent[] = [7, 8].map((n) => ({
+    type: 'account.credited',
+    aggregateType: 'account',
+    aggregateId: '43',
+    payload: { n },
+  }));
+  for (const event of events) {
+    await ordering
+      .get(DataSource)
+      .transaction((manager) => ordering.get(OutboxPublisher).emit(event, { manager }));
+  }
+  // The head delivered by an instance of a version without per-key ordering: no done.
+  await t.sql.query(
+    `UPDATE outbox_event SET dispatched_at = now() WHERE aggregate_id = '43' AND payload->>'n' = '7'`,
+  );
+  await drainUntilIdle(plain);
+  expect(seen).toEqual([]);
+  await plain.get(OutboxRetentionSweeper).sweep();
+  await drainUntilIdle(plain);
+  expect(seen).toEqual([8]);
 });

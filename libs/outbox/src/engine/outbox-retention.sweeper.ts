@@ -74,6 +74,15 @@ export class OutboxRetentionSweeper implements OnApplicationBootstrap, OnApplica
       retentionMs: discardedRetentionMs,
       ...bounds,
     });
+    const stranded = await this.store.wakeStranded(bounds);
+    if (!stranded.ok) {
+      this.logger.warn(`Outbox sweep of parked events failed: ${stranded.error.message}`);
+    } else if (stranded.value > 0) {
+      this.logger.warn(
+        `Outbox woke ${stranded.value} parked events that no earlier event of their key held ` +
+          '(a settle did not tell their key: an instance without per-key ordering?)',
+      );
+    }
     let deleted = 0;
     for (const [what, result] of [
       ['delivered', delivered],

@@ -59,3 +59,44 @@ export function orderedRetryWaitMs(types: string): string {
        ORDER BY e.occurred_at
        LIMIT 1)`;
 }
+
+/**
+ * Wakes parked events whose ordered handlers no earlier event of their key holds any more: the
+ * wake a done should have made but did not (an instance of a version without per-key ordering
+ * settled the event ahead, or a row was changed by hand). Reads $2 parked events after $1 (by
+ * id, the end of the due index), wakes those no event holds, and returns how many it read, the
+ * last id read (the next batch's $1) and how many it woke.
+ * $1 last id read or null, $2 batch size, $3 channel.
+ */
+export const WAKE_STRANDED = `
+  WITH scanned AS MATERIALIZED (
+    SELECT e.id, e.ordering_key, e.ordering_position, e.ordered_for
+    FROM outbox_event AS e
+    WHERE e.dispatched_at IS NULL
+      AND e.dead_at IS NULL
+      AND e.next_attempt_at = timestamptz '9999-12-31 00:00:00+00'
+      AND ($1::uuid IS NULL OR e.id > $1::uuid)
+    ORDER BY e.next_attempt_at, e.id
+    LIMIT $2
+  ),
+  stranded AS (
+    SELECT x.id
+    FROM outbox_event AS x
+    WHERE x.id IN (
+        SELECT s.id FROM scanned AS s
+        WHERE NOT EXISTS (SELECT 1 FROM unnest(s.ordered_for) AS h(handler)
+                          WHERE NOT ${isHead('s', 'h.handler')}))
+      AND x.next_attempt_at = timestamptz '9999-12-31 00:00:00+00'
+      AND x.dead_at IS NULL
+    FOR UPDATE SKIP LOCKED
+  ),
+  woken AS (
+    UPDATE outbox_event AS e SET next_attempt_at = now()
+    FROM stranded WHERE e.id = stranded.id
+    RETURNING e.id
+  )
+  SELECT (SELECT count(*) FROM scanned)::int AS scanned,
+         (SELECT max(id::text) FROM scanned) AS last_id,
+         (SELECT count(*) FROM woken)::int AS woken,
+         CASE WHEN EXISTS (SELECT 1 FROM woken) THEN pg_notify($3, '') END AS notified
+`;

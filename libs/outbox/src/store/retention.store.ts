@@ -1,6 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { ok, type OutboxResult } from './outbox.result';
 import { StoreClient, type OutboxStoreOptions } from './store.client';
+import { WAKE_STRANDED } from './ordering.sql';
 
 export interface SweepOptions {
   /** Delivered rows older than this are deleted. */
@@ -66,6 +67,30 @@ export class RetentionStore {
    */
   async sweepDiscarded(options: SweepOptions): Promise<OutboxResult<number>> {
     return this.sweepWith('sweepDiscarded', SWEEP_DISCARDED_BATCH, options);
+  }
+
+  /**
+   * Wakes parked events no earlier event of their key holds (see `WAKE_STRANDED`), reading every
+   * parked event once, `batchSize` a statement. Returns how many it woke.
+   */
+  async wakeStranded(options: Omit<SweepOptions, 'retentionMs'>): Promise<OutboxResult<number>> {
+    let after: string | null = null;
+    let woken = 0;
+    for (let batch = 0; !options.signal?.aborted; batch++) {
+      if (batch >= (options.maxBatches ?? Infinity)) break;
+      const result: OutboxResult<{ scanned: number; last_id: string | null; woken: number }> =
+        await this.client.run(
+          'wakeStranded',
+          WAKE_STRANDED,
+          [after, options.batchSize, this.client.channel],
+          ([row]: { scanned: number; last_id: string | null; woken: number }[]) => row,
+        );
+      if (!result.ok) return result;
+      woken += result.value.woken;
+      after = result.value.last_id;
+      if (result.value.scanned < options.batchSize) break;
+    }
+    return ok(woken);
   }
 
   private async sweepWith(
