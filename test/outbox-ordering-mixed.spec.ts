@@ -97,4 +97,22 @@ it('the sweep wakes an event parked behind one settled without telling its key',
   await plain.get(OutboxRetentionSweeper).sweep();
   await drainUntilIdle(plain);
   expect(seen).toEqual([8]);
+  // The sweep also set the key's wait count right: the next event is not parked behind nothing.
+  const { rows } = await t.sql.query(
+    `SELECT waiting::int FROM outbox_ordering_wait WHERE key = 'account:43'`,
+  );
+  expect(rows).toEqual([{ waiting: 0 }]);
+  await ordering.get(DataSource).transaction((manager) =>
+    ordering.get(OutboxPublisher).emit(
+      {
+        type: 'account.credited',
+        aggregateType: 'account',
+        aggregateId: '43',
+        payload: { n: 9 },
+      },
+      { manager },
+    ),
+  );
+  await drainUntilIdle(ordering);
+  expect(seen).toEqual([8, 9]);
 });

@@ -18,7 +18,8 @@ export const OUTBOX_RETENTION_JOB = 'outbox-retention-sweep';
  * Deletes delivered events past the retention, and discarded ones past theirs, on an interval: registered with the app's
  * `@nestjs/schedule` SchedulerRegistry when it imports ScheduleModule (so the job shows up next to
  * its other jobs), a plain timer otherwise. Live and dead events are never swept; a discarded
- * event only after `discardedRetentionMs`.
+ * event only after `discardedRetentionMs`. It also wakes the parked events of ordered keys that
+ * nothing ahead holds any more (settled by an instance of a version without per-key ordering).
  */
 @Injectable()
 export class OutboxRetentionSweeper implements OnApplicationBootstrap, OnApplicationShutdown {

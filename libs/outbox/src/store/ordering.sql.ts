@@ -1,3 +1,4 @@
+import { NEVER_DUE } from './outbox-row.sql';
 /**
  * What the admin listing, the health probe and the metrics read of per-key ordering. Each read
  * follows a small partial index of migration 1773, so its cost does not grow with the backlog.
@@ -65,7 +66,10 @@ export function orderedRetryWaitMs(types: string): string {
  * wake a done should have made but did not (an instance of a version without per-key ordering
  * settled the event ahead, or a row was changed by hand). Reads $2 parked events after $1 (by
  * id, the end of the due index), wakes those no event holds, and returns how many it read, the
- * last id read (the next batch's $1) and how many it woke.
+ * last id read (the next batch's $1), how many it woke, and the (handler, key) pairs of those it
+ * woke, whose wait counts the missed done left too high (`RECOUNT_WAITS`). A wake needs no lock
+ * on the wait rows: it only makes an event due, and the claim's own test holds it if an earlier
+ * event came back meanwhile.
  * $1 last id read or null, $2 batch size, $3 channel.
  */
 export const WAKE_STRANDED = `
@@ -74,7 +78,7 @@ export const WAKE_STRANDED = `
     FROM outbox_event AS e
     WHERE e.dispatched_at IS NULL
       AND e.dead_at IS NULL
-      AND e.next_attempt_at = timestamptz '9999-12-31 00:00:00+00'
+      AND e.next_attempt_at = ${NEVER_DUE}
       AND ($1::uuid IS NULL OR e.id > $1::uuid)
     ORDER BY e.next_attempt_at, e.id
     LIMIT $2
@@ -84,19 +88,47 @@ export const WAKE_STRANDED = `
     FROM outbox_event AS x
     WHERE x.id IN (
         SELECT s.id FROM scanned AS s
-        WHERE NOT EXISTS (SELECT 1 FROM unnest(s.ordered_for) AS h(handler)
+        WHERE s.ordered_for <> '{}'
+          AND NOT EXISTS (SELECT 1 FROM unnest(s.ordered_for) AS h(handler)
                           WHERE NOT ${isHead('s', 'h.handler')}))
-      AND x.next_attempt_at = timestamptz '9999-12-31 00:00:00+00'
+      AND x.next_attempt_at = ${NEVER_DUE}
       AND x.dead_at IS NULL
     FOR UPDATE SKIP LOCKED
   ),
   woken AS (
     UPDATE outbox_event AS e SET next_attempt_at = now()
     FROM stranded WHERE e.id = stranded.id
-    RETURNING e.id
+    RETURNING e.ordering_key, e.ordered_for
+  ),
+  pairs AS (
+    SELECT DISTINCT h.handler, w.ordering_key AS key
+    FROM woken AS w, unnest(w.ordered_for) AS h(handler)
   )
   SELECT (SELECT count(*) FROM scanned)::int AS scanned,
-         (SELECT max(id::text) FROM scanned) AS last_id,
+         (SELECT id FROM scanned ORDER BY id DESC LIMIT 1) AS last_id,
          (SELECT count(*) FROM woken)::int AS woken,
+         (SELECT coalesce(array_agg(handler ORDER BY handler, key), '{}') FROM pairs) AS handlers,
+         (SELECT coalesce(array_agg(key ORDER BY handler, key), '{}') FROM pairs) AS keys,
          CASE WHEN EXISTS (SELECT 1 FROM woken) THEN pg_notify($3, '') END AS notified
+`;
+
+/**
+ * Sets the wait counts of (handler, key) pairs ($1, $2) to the events of the key not yet done
+ * for the handler, as a done would have left them. The count is taken by a statement after the
+ * one that locks the rows, so it reads every emit and settle of the key that went before: each
+ * changes the count under the same lock.
+ */
+export const RECOUNT_WAITS = `
+  SELECT 1
+  FROM outbox_ordering_wait AS w
+  WHERE (w.handler, w.key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+  ORDER BY w.handler, w.key
+  FOR UPDATE OF w;
+  UPDATE outbox_ordering_wait AS w
+  SET waiting = (SELECT count(*) FROM outbox_event AS e
+                 WHERE e.ordering_key = w.key
+                   AND e.dispatched_at IS NULL
+                   AND e.discarded_at IS NULL
+                   AND w.handler = ANY (e.ordered_for))
+  WHERE (w.handler, w.key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 `;

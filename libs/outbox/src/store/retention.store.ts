@@ -1,7 +1,16 @@
 import type { DataSource } from 'typeorm';
 import { ok, type OutboxResult } from './outbox.result';
 import { StoreClient, type OutboxStoreOptions } from './store.client';
-import { WAKE_STRANDED } from './ordering.sql';
+import { RECOUNT_WAITS, WAKE_STRANDED } from './ordering.sql';
+
+/** One batch of `WAKE_STRANDED`. */
+interface StrandedBatch {
+  scanned: number;
+  last_id: string | null;
+  woken: number;
+  handlers: string[];
+  keys: string[];
+}
 
 export interface SweepOptions {
   /** Delivered rows older than this are deleted. */
@@ -71,24 +80,34 @@ export class RetentionStore {
 
   /**
    * Wakes parked events no earlier event of their key holds (see `WAKE_STRANDED`), reading every
-   * parked event once, `batchSize` a statement. Returns how many it woke.
+   * parked event once, `batchSize` a statement, and recounts the wait rows of their keys. Returns
+   * how many it woke.
    */
   async wakeStranded(options: Omit<SweepOptions, 'retentionMs'>): Promise<OutboxResult<number>> {
     let after: string | null = null;
     let woken = 0;
     for (let batch = 0; !options.signal?.aborted; batch++) {
       if (batch >= (options.maxBatches ?? Infinity)) break;
-      const result: OutboxResult<{ scanned: number; last_id: string | null; woken: number }> =
-        await this.client.run(
-          'wakeStranded',
-          WAKE_STRANDED,
-          [after, options.batchSize, this.client.channel],
-          ([row]: { scanned: number; last_id: string | null; woken: number }[]) => row,
-        );
+      const result: OutboxResult<StrandedBatch> = await this.client.run(
+        'wakeStranded',
+        WAKE_STRANDED,
+        [after, options.batchSize, this.client.channel],
+        ([row]: StrandedBatch[]) => row,
+      );
       if (!result.ok) return result;
+      const { scanned, handlers, keys }: StrandedBatch = result.value;
+      if (handlers.length > 0) {
+        const recount = await this.client.run(
+          'recountWaits',
+          RECOUNT_WAITS,
+          [handlers, keys],
+          () => undefined,
+        );
+        if (!recount.ok) return recount;
+      }
       woken += result.value.woken;
       after = result.value.last_id;
-      if (result.value.scanned < options.batchSize) break;
+      if (scanned < options.batchSize) break;
     }
     return ok(woken);
   }
