@@ -64,11 +64,16 @@ const HELD = (e: string, notIn?: string) => `
  * by another transaction is left to it (that transaction is a settle or a park of it, which
  * decides after this one commits, under the same wait row). Each statement reads a snapshot
  * taken after the one before, so the wake sees the events this settle left.
+ * Without bitmap scans: the wake's look for a key's next event then walks
+ * `outbox_event_ordering_idx` in place order and stops at the first event, where a bitmap scan
+ * reads every event of the key still in the index (delivered ones too, until vacuum), and
+ * marks none of those dead for the next look.
  */
 const ORDERED_DONE_FUNCTION = `
   CREATE OR REPLACE FUNCTION outbox_ordered_done_v1(p_ids uuid[], p_skip text[], p_channel text)
   RETURNS void
   LANGUAGE plpgsql
+  SET enable_bitmapscan = off
   AS $done$
   DECLARE
     v_ids uuid[];
@@ -112,7 +117,7 @@ const ORDERED_DONE_FUNCTION = `
     SET next_attempt_at = now()
     WHERE id IN (
       SELECT x.id FROM outbox_event AS x
-      WHERE x.id IN (
+      WHERE x.id = ANY (ARRAY(
           SELECT (SELECT n.id FROM outbox_event AS n
                   WHERE n.ordering_key = p.key
                     AND n.ordering_position IS NOT NULL
@@ -121,7 +126,7 @@ const ORDERED_DONE_FUNCTION = `
                     AND p.handler = ANY (n.ordered_for)
                   ORDER BY n.ordering_position
                   LIMIT 1)
-          FROM (SELECT DISTINCT handler, key FROM unnest(v_handlers, v_keys) AS p(handler, key)) AS p)
+          FROM (SELECT DISTINCT handler, key FROM unnest(v_handlers, v_keys) AS p(handler, key)) AS p))
         AND x.next_attempt_at = ${PARKED}
         AND x.dead_at IS NULL
       FOR UPDATE SKIP LOCKED);

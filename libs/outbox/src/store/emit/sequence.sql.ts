@@ -57,16 +57,19 @@ export const SEQUENCE = `
     JOIN waits USING (handler, key)
     JOIN per_wait USING (handler, key)
   ),
+  -- Grouped once and joined: a subquery per event would redo the window over every pair.
+  held AS (
+    SELECT id, bool_and(waiting_ahead > 0) AS all_held FROM ahead GROUP BY id
+  ),
   placed AS (
     SELECT sequenced.id, sequenced.key,
            positions.last_position - per_key.events
              + row_number() OVER (PARTITION BY sequenced.key ORDER BY sequenced.n) AS position,
-           sequenced.parkable
-             AND (SELECT bool_and(ahead.waiting_ahead > 0) FROM ahead WHERE ahead.id = sequenced.id)
-             AS parked
+           sequenced.parkable AND coalesce(held.all_held, false) AS parked
     FROM sequenced
     JOIN positions USING (key)
     JOIN per_key USING (key)
+    LEFT JOIN held USING (id)
   )
   UPDATE outbox_event AS e
   SET ordering_key = placed.key,
