@@ -1,10 +1,11 @@
 import type { INestApplication } from '@nestjs/common';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import request from 'supertest';
 import { OutboxAdmin } from '@app/outbox';
+import { findChromium } from '../support/chromium';
 import { eventually } from '../support/outbox-app';
 import { createReferenceApp, OPERATOR_TOKEN } from '../support/reference-app';
 import { createTenant } from '../support/tenant';
@@ -13,28 +14,12 @@ import { WebhookReceiver } from '../support/webhook-receiver';
 import { plantSecret } from '../support/log-guard';
 
 /**
- * The dashboard in a real browser: Chromium (Debian's, driven by playwright-core) loads the
- * reference app's /outbox/ui on a real PostgreSQL, sees a webhook die while its receiver is
- * down, replays it from the page once the receiver is back, and sees it delivered. Every table
- * is read as laid out: each header aligned with the cells under it, numbers on the right.
+ * The dashboard in a real browser: Chromium (driven by playwright-core; which Chromium, see
+ * support/chromium.ts) loads the reference app's /outbox/ui on a real PostgreSQL, sees a webhook
+ * die while its receiver is down, replays it from the page once the receiver is back, and sees it
+ * delivered. Every table is read as laid out: each header aligned with the cells under it,
+ * numbers on the right.
  */
-
-/** Where a Chromium may be: `CHROMIUM_PATH`, else Debian's and Ubuntu's packages. */
-function chromiumPath(): string {
-  const candidates = [
-    process.env.CHROMIUM_PATH,
-    '/usr/bin/chromium',
-    '/usr/bin/chromium-browser',
-    '/usr/bin/google-chrome',
-  ];
-  const found = candidates.find((path) => path && existsSync(path));
-  if (!found) {
-    throw new Error(
-      'the dashboard test drives a real Chromium: install one (apt-get install chromium) or set CHROMIUM_PATH',
-    );
-  }
-  return found;
-}
 
 /** One column of a table as the browser lays it out: header, cells, computed `text-align`. */
 interface Column {
@@ -124,7 +109,7 @@ beforeAll(async () => {
   const { port } = app.getHttpServer().address() as AddressInfo;
   base = `http://127.0.0.1:${port}`;
   browser = await chromium.launch({
-    executablePath: chromiumPath(),
+    ...(await findChromium()),
     // Root in CI containers: Chromium's sandbox needs user namespaces it may not have there.
     args: ['--no-sandbox'],
     timeout: 30_000,
