@@ -25,6 +25,7 @@ import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from '../outbox.tokens';
 import { PgListener } from './pg.listener';
 import type { PgListenerState } from './pg-listener.types';
 import { listenerClientConfig } from './listener-client.config';
+import { connectTimeoutWarning } from './connect-timeout.warning';
 import { delay } from '../common/delay.util';
 import { OutboxTelemetry } from '../telemetry/outbox.telemetry';
 import { OutboxHeartbeat } from './outbox.heartbeat';
@@ -218,7 +219,8 @@ export class OutboxDispatcher
     this.startedAt = new Date();
     this.renewAbandon();
     this.completer.open();
-    this.warnWithoutConnectTimeout();
+    const warning = connectTimeoutWarning(this.dataSource);
+    if (warning) this.logger.warn(warning);
     if (this.options.listen.enabled) {
       this.listener = new PgListener(
         {
@@ -363,24 +365,6 @@ export class OutboxDispatcher
       this.reports.abandonInFlight();
       this.current = 'stopped';
     }
-  }
-
-  /**
-   * The outbox bounds its own statements, but a new pool connection to a database that stopped
-   * answering waits as long as the driver lets it: without a connect timeout, forever, and
-   * closing the DataSource at shutdown waits for it too.
-   */
-  private warnWithoutConnectTimeout(): void {
-    const options = this.dataSource.options as {
-      connectTimeoutMS?: number;
-      extra?: { connectionTimeoutMillis?: number };
-    };
-    if (options.connectTimeoutMS || options.extra?.connectionTimeoutMillis) return;
-    this.logger.warn(
-      'The DataSource sets no connect timeout: a new connection to a database that stops ' +
-        'answering waits forever, and so does closing the app. Set connectTimeoutMS ' +
-        '(for example 5000) in the TypeORM options.',
-    );
   }
 
   private listenerClient(): ClientConfig {
