@@ -9,13 +9,7 @@ import { scrubError } from '../common/scrub-error.util';
 import { DueRange, headAfter } from './due-range';
 import { LocalQueue, type QueuedEvent } from './local-queue';
 import { DeadLook } from './dead-look';
-
-/**
- * Claims in flight at once. A slot that frees while a claim is out need not wait for that claim
- * and then its own: under load a second claim takes it at once, and slots freed meanwhile still
- * gather into the next one.
- */
-const MAX_CLAIMS_IN_FLIGHT = 2;
+import { ClaimsInFlight } from './claims-in-flight';
 
 type ProducerOptions = Pick<
   ResolvedOutboxOptions,
@@ -50,7 +44,7 @@ export class OutboxProducer {
   private readonly logger = new Logger('Outbox');
   private running = false;
   /** Claims sent and not answered yet, and the slots they asked for. */
-  private readonly claims = new Set<Promise<void>>();
+  private readonly claims = new ClaimsInFlight();
   private reserved = 0;
   private probing = false;
   private pumpScheduled = false;
@@ -97,8 +91,8 @@ export class OutboxProducer {
   }
 
   /** Resolves once every claim sent so far has come back (and its rows were handed on). */
-  async claimsSettled(): Promise<void> {
-    while (this.claims.size > 0) await Promise.all(this.claims);
+  claimsSettled(): Promise<void> {
+    return this.claims.settled();
   }
 
   start(abandon: AbortSignal): void {
@@ -246,7 +240,7 @@ export class OutboxProducer {
   }
 
   private claimIfUseful(): void {
-    if (!this.running || this.claims.size >= MAX_CLAIMS_IN_FLIGHT) return;
+    if (!this.running || this.claims.full) return;
     if (this.answeredWakes === this.wakes) return;
     if (Date.now() < this.pausedUntil) return this.wakeIn(this.pausedUntil - Date.now());
     const limit = this.wanted();
