@@ -10,6 +10,7 @@ import type { ResolvedOutboxOptions } from './outbox.options';
 import { OutboxRepository } from './store/lease/outbox.repository';
 import { OUTBOX_OPTIONS } from './outbox.tokens';
 import { scrubError } from './common/scrub-error.util';
+import { indicatorResult } from './common/indicator-result.util';
 
 export interface OutboxHealthOptions {
   /**
@@ -94,7 +95,7 @@ export class OutboxHealthIndicator {
     key: Key = 'outbox' as Key,
     { maxLagMs, timeoutMs = DEFAULT_TIMEOUT_MS }: OutboxHealthOptions = {},
   ): Promise<OutboxHealthResult<Key>> {
-    const session = resultFor(key);
+    const session = indicatorResult<Key, Omit<OutboxHealthData, 'status'>>(key);
     const state = this.dispatcher.state;
     const lastDrainAt = this.dispatcher.lastDrainAt;
     const base = {
@@ -168,15 +169,4 @@ export class OutboxHealthIndicator {
       clearTimeout(timer);
     }
   }
-}
-
-/** Results under `key`, built as Terminus's `HealthIndicatorService.check(key)` builds them. */
-function resultFor<Key extends string>(key: Key) {
-  type Data = Omit<OutboxHealthData, 'status'>;
-  const result = (status: 'up' | 'down', data: Data) =>
-    ({ [key]: { ...data, status } }) as OutboxHealthResult<Key>;
-  return {
-    up: (data: Data) => result('up', data),
-    down: (data: Data) => result('down', data),
-  };
 }
