@@ -49,6 +49,7 @@ export {
   OutboxDispatcher,
   SHUTDOWN_MARGIN_MS,
   type DrainReport,
+  type EngineProgress,
   type OutboxDispatcherState,
   type OutboxSlots,
 } from './engine/outbox.dispatcher';

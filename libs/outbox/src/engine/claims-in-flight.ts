@@ -5,17 +5,27 @@
  */
 const MAX_CLAIMS_IN_FLIGHT = 2;
 
-/** The producer's loop claims sent and not answered yet (its hand-driven ones are not here). */
+/**
+ * The producer's loop claims sent and not answered yet (its hand-driven ones are not here), with
+ * when each was sent: liveness reads how long the oldest has been out.
+ */
 export class ClaimsInFlight {
-  private readonly out = new Set<Promise<void>>();
+  /** Each claim and the `Date.now()` it was sent at, oldest first (a Map keeps that order). */
+  private readonly out = new Map<Promise<void>, number>();
 
   /** As many claims are out as may be at once. */
   get full(): boolean {
     return this.out.size >= MAX_CLAIMS_IN_FLIGHT;
   }
 
-  add(claim: Promise<void>): void {
-    this.out.add(claim);
+  /** When the oldest claim still out was sent (epoch ms), or null when none is. */
+  get oldestSentAt(): number | null {
+    for (const sentAt of this.out.values()) return sentAt;
+    return null;
+  }
+
+  add(claim: Promise<void>, sentAt: number): void {
+    this.out.set(claim, sentAt);
   }
 
   delete(claim: Promise<void>): void {
@@ -24,6 +34,6 @@ export class ClaimsInFlight {
 
   /** Resolves once every claim sent so far has come back (and its rows were handed on). */
   async settled(): Promise<void> {
-    while (this.out.size > 0) await Promise.all(this.out);
+    while (this.out.size > 0) await Promise.all(this.out.keys());
   }
 }

@@ -60,6 +60,14 @@ export interface OutboxSlots {
   overdue: number;
 }
 
+/** What liveness reads of the engine's progress (`Date.now()` times; null: nothing of the kind). */
+export interface EngineProgress {
+  /** When the loop's oldest claim still waiting for its answer was sent. */
+  oldestClaimSentAt: number | null;
+  /** Since when every slot has been held by a handler past its budget. */
+  allSlotsOverdueSince: number | null;
+}
+
 /**
  * How long the dispatcher's shutdown goes on past `shutdownGraceMs` at most: time for the last
  * settles and the listener's goodbye. Its stop returns within the grace plus this, whatever the
@@ -188,6 +196,15 @@ export class OutboxDispatcher
       size: this.options.concurrency,
       busy: this.executor.active,
       overdue: this.executor.overdue,
+    };
+  }
+
+  /** See `EngineProgress`: what `OutboxLivenessIndicator` judges the engine by. */
+  get progress(): EngineProgress {
+    const allOverdue = this.executor.overdue >= this.options.concurrency;
+    return {
+      oldestClaimSentAt: this.producer.oldestClaimSentAt,
+      allSlotsOverdueSince: allOverdue ? this.executor.lastOverdueAt : null,
     };
   }
 

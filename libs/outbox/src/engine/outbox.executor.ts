@@ -36,7 +36,8 @@ export type ExecutionResult = { settle: Settle; result: SettleResult } | 'abando
  */
 export class OutboxExecutor {
   private busy = 0;
-  private late = 0;
+  /** Each overdue event's run, and since when (`Date.now()`) it has been overdue. */
+  private readonly late = new Map<object, number>();
   private readonly chains = new KeyChains();
   private readonly idleWaiters = new Set<() => void>();
 
@@ -54,7 +55,17 @@ export class OutboxExecutor {
 
   /** Events with a handler past its budget that has not returned yet. */
   get overdue(): number {
-    return this.late;
+    return this.late.size;
+  }
+
+  /**
+   * When the most recent of the events overdue now went past its budget (epoch ms), or null:
+   * once every slot is overdue, the time since which none has been free.
+   */
+  get lastOverdueAt(): number | null {
+    let latest: number | null = null;
+    for (const at of this.late.values()) latest = Math.max(latest ?? at, at);
+    return latest;
   }
 
   /**
@@ -114,19 +125,16 @@ export class OutboxExecutor {
       signal: abandon,
     });
     let ended = false;
-    let counted = false;
+    const token = {};
     void run.ended.then(() => {
       ended = true;
-      if (counted) this.late--;
+      this.late.delete(token);
       this.busy--;
       if (this.busy === 0) for (const wake of this.idleWaiters) wake();
       this.onSlotFree();
     });
     return run.outcomes.then((outcomes) => {
-      if (!ended && outcomes.some((o) => !o.ok && o.timedOut)) {
-        counted = true;
-        this.late++;
-      }
+      if (!ended && outcomes.some((o) => !o.ok && o.timedOut)) this.late.set(token, Date.now());
       // Handlers cut short by a shutdown did not fail: the event keeps its lease and is claimed
       // again after it, so the handlers that were running get a fair new try.
       if (

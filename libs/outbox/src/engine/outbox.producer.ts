@@ -120,6 +120,11 @@ export class OutboxProducer {
     for (const event of this.queue.drain()) this.giveBack(event);
   }
 
+  /** When the loop's oldest claim still out was sent (epoch ms), or null. */
+  get oldestClaimSentAt(): number | null {
+    return this.claims.oldestSentAt;
+  }
+
   /** Where the next claim starts in the due range (epoch ms, database clock), or null. */
   get claimsFrom(): number | null {
     return this.running ? this.dueRange.lowerBound : null;
@@ -280,7 +285,8 @@ export class OutboxProducer {
         this.claims.delete(claim);
         this.pump();
       });
-    this.claims.add(claim);
+    // Sent in this same turn: `claim` ran up to its first await when it was called.
+    this.claims.add(claim, Date.now());
   }
 
   /** Starts queued events while slots are free; those past their `startBy` go back. */

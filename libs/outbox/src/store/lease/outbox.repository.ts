@@ -73,6 +73,14 @@ export class OutboxRepository {
   }
 
   /**
+   * The longest a claim can take whatever the database does: it may look up the claim function
+   * first, and each statement is bounded (see `StoreClient.longestStatementMs`).
+   */
+  get longestClaimMs(): number {
+    return 2 * this.client.longestStatementMs;
+  }
+
+  /**
    * Leases due live rows, and due dead rows unless `includeDead` is false, for `leaseMs`. Claim
    * order is due order: the time each row became claimable, ties by id (time-ordered UUIDv7, so
    * occurrence order for generated ids).
