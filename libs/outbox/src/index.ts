@@ -4,6 +4,7 @@ export {
   OutboxModuleOptions,
   OutboxListenOptions,
   OutboxLocalQueueOptions,
+  OutboxLivenessOptions,
   type OutboxHandlerOverride,
   OutboxRetentionOptions,
   OutboxRetryOptions,

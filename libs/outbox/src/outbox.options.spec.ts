@@ -34,6 +34,7 @@ describe('resolveOutboxOptions', () => {
         discardedRetentionMs: 2_592_000_000,
       },
       localQueue: { size: 500, ttlMs: 5000 },
+      liveness: { eventLoopStallMs: 5000, eventLoopWindowMs: 10_000, overdueSlotsMs: 60_000 },
       autoStart: true,
     });
     expect(resolveOutboxOptions().types).toBeUndefined();
@@ -176,5 +177,28 @@ describe('resolveOutboxOptions', () => {
     expect(
       resolveOutboxOptions({ retention: { retentionMs: 90 * 86_400_000 } }).retention.retentionMs,
     ).toBe(7_776_000_000);
+  });
+
+  it('names each liveness bound that is out of range, with its value', () => {
+    let message = '';
+    try {
+      resolveOutboxOptions({
+        liveness: { eventLoopStallMs: 50, eventLoopWindowMs: 3_600_000, overdueSlotsMs: 'soon' },
+      } as never);
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toContain(
+      'liveness.eventLoopStallMs = 50: eventLoopStallMs must not be less than 100',
+    );
+    expect(message).toContain(
+      'liveness.eventLoopWindowMs = 3600000: eventLoopWindowMs must not be greater than 600000',
+    );
+    expect(message).toContain(
+      'liveness.overdueSlotsMs = "soon": liveness.overdueSlotsMs must be a number',
+    );
+    expect(
+      resolveOutboxOptions({ liveness: { eventLoopStallMs: '250' } } as never).liveness,
+    ).toEqual({ eventLoopStallMs: 250, eventLoopWindowMs: 10_000, overdueSlotsMs: 60_000 });
   });
 });

@@ -109,6 +109,26 @@ export class OutboxLocalQueueOptions {
 }
 
 /**
+ * What `OutboxLivenessIndicator` counts as this process being unable to make progress; never
+ * the database being away (see the indicator).
+ */
+export class OutboxLivenessOptions {
+  /** Down when the event loop stalled longer than this within the last `eventLoopWindowMs`. */
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(100) eventLoopStallMs?: number = 5 * SECOND;
+  /**
+   * How long a stall is remembered once it ended, so the probe after it still sees it: about one
+   * probe period, so that each stall fails about one probe.
+   */
+  @NumberFromText() @IsInt() @Max(10 * MINUTE) @Min(SECOND) eventLoopWindowMs?: number =
+    10 * SECOND;
+  /**
+   * Down when every slot has been held this long by a handler past its budget (one that ignores
+   * its AbortSignal): nothing can run here until those handlers return.
+   */
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(SECOND) overdueSlotsMs?: number = MINUTE;
+}
+
+/**
  * Every setting of `OutboxModule`, with its default. Validated at boot: one error names every
  * bad field with its value.
  */
@@ -171,6 +191,8 @@ export class OutboxModuleOptions {
     new OutboxListenOptions();
   @ValidateNested() @Type(() => OutboxRetentionOptions) retention?: OutboxRetentionOptions =
     new OutboxRetentionOptions();
+  @ValidateNested() @Type(() => OutboxLivenessOptions) liveness?: OutboxLivenessOptions =
+    new OutboxLivenessOptions();
   /** Only these event types are claimed here (a dedicated worker pool); all when absent. */
   @IsOptional()
   @IsArray()
