@@ -24,13 +24,13 @@ module.exports = {
     apart(
       'store-is-the-floor',
       'store/',
-      '(engine|handlers|emit|admin|testing|telemetry)/|outbox\\.(module|health|options)\\.ts|index\\.ts',
+      '(engine|handlers|emit|admin|testing|telemetry)/|outbox\\.(module|health|liveness|options)\\.ts|index\\.ts',
       'The store is spoken to; it speaks to nothing above it.',
     ),
     apart(
       'common-stands-alone',
       'common/',
-      '(store|engine|handlers|emit|admin|testing|telemetry)/|outbox\\.(module|health|options|errors|messages)\\.ts',
+      '(store|engine|handlers|emit|admin|testing|telemetry)/|outbox\\.(module|health|liveness|options|errors|messages)\\.ts',
       'Small utilities every layer may use; they use none of the layers.',
     ),
     apart(

@@ -62,6 +62,12 @@ export {
   type OutboxHealthOptions,
   type OutboxHealthResult,
 } from './outbox.health';
+export {
+  OutboxLivenessIndicator,
+  CLAIM_WEDGED_MARGIN_MS,
+  type OutboxLivenessData,
+  type OutboxLivenessResult,
+} from './outbox.liveness';
 export { OutboxRetentionSweeper, OUTBOX_RETENTION_JOB } from './engine/outbox-retention.sweeper';
 export type { PgListenerState } from './engine/pg-listener.types';
 export { OUTBOX_OPTIONS } from './outbox.tokens';

@@ -7,6 +7,7 @@ import { HandlerTransactions } from './handlers/handler.transactions';
 import { OutboxDispatcher } from './engine/outbox.dispatcher';
 import { OutboxExplorer } from './handlers/outbox.explorer';
 import { OutboxHealthIndicator } from './outbox.health';
+import { OutboxLivenessIndicator } from './outbox.liveness';
 import { OutboxMetadataAccessor } from './handlers/outbox-metadata.accessor';
 import {
   ConfigurableOutboxModule,
@@ -91,6 +92,7 @@ const providers: Provider[] = [
   OutboxPublisher,
   OutboxDispatcher,
   OutboxHealthIndicator,
+  OutboxLivenessIndicator,
   OutboxRetentionSweeper,
   OutboxShutdownHook,
 ];
@@ -108,6 +110,7 @@ const providers: Provider[] = [
     EventDispatcher,
     OutboxDispatcher,
     OutboxHealthIndicator,
+    OutboxLivenessIndicator,
     OutboxRepository,
     OutboxRetentionSweeper,
     OUTBOX_OPTIONS,
