@@ -95,11 +95,14 @@ describe('hosts', () => {
     await http().get('/outbox').set(OPERATOR).set('x-forwarded-host', 'evil.example').expect(421);
   });
 
-  it("GET /health answers an orchestrator's probe, which names the pod's address", async () => {
-    const probe = await http().get('/health').set('host', '10.244.1.17:3000');
-    expect(probe.body).toEqual(expect.objectContaining({ status: expect.any(String) }));
-    await http().post('/health').set('host', '10.244.1.17:3000').expect(421);
-  });
+  it.each([['/health'], ['/health/live']])(
+    "GET %s answers an orchestrator's probe, which names the pod's address",
+    async (path) => {
+      const probe = await http().get(path).set('host', '10.244.1.17:3000');
+      expect(probe.body).toEqual(expect.objectContaining({ status: expect.any(String) }));
+      await http().post(path).set('host', '10.244.1.17:3000').expect(421);
+    },
+  );
 
   it.each([['localhost:3000'], ['127.0.0.1'], ['[::1]:8080'], ['LOCALHOST']])(
     'the loopback name %s is answered',

@@ -144,8 +144,10 @@ describe('credentials', () => {
     );
   });
 
-  it('GET /health needs no credentials', async () => {
+  it('GET /health and GET /health/live need no credentials', async () => {
     await http().get('/health').expect(200);
+    const live = await http().get('/health/live').expect(200);
+    expect(live.body.info.outbox).toMatchObject({ status: 'up', state: 'running' });
   });
 
   it.each([

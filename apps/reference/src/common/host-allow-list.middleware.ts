@@ -1,7 +1,8 @@
 import type { NextFunction, Request, Response } from 'express';
 import { isAllowedHost, type AllowedHosts } from './allowed-hosts';
 
-const HEALTH_PATH = '/health';
+/** Readiness and liveness, which an orchestrator probes. */
+const HEALTH_PATHS = new Set(['/health', '/health/live']);
 
 /**
  * Refuses, with 421 Misdirected Request and before any route runs, a request whose `Host` (or
@@ -17,13 +18,13 @@ const HEALTH_PATH = '/health';
  * reaches the port can set it; curl does by default). It is not authentication: the operator
  * token and the organizations' API keys are.
  *
- * `GET /health` is answered for any host: an orchestrator's probe names the pod's address
- * (Kubernetes sends `Host: <pod IP>:<port>`), and the probe must not fail on a name. The
- * health answer holds states and counts, nothing a rebound page could use.
+ * `GET /health` and `GET /health/live` are answered for any host: an orchestrator's probe names
+ * the pod's address (Kubernetes sends `Host: <pod IP>:<port>`), and the probe must not fail on a
+ * name. The health answers hold states and counts, nothing a rebound page could use.
  */
 export function refuseUnknownHosts(allowed: AllowedHosts) {
   return (req: Request, res: Response, next: NextFunction): void => {
-    if (req.method === 'GET' && req.path === HEALTH_PATH) return next();
+    if (req.method === 'GET' && HEALTH_PATHS.has(req.path)) return next();
     const forwarded = req.headers['x-forwarded-host'];
     const hosts = [req.headers.host, ...(forwarded === undefined ? [] : [forwarded].flat())];
     if (hosts.every((host) => isAllowedHost(allowed, host))) return next();

@@ -57,6 +57,7 @@ See the effects:
   curl -s ${baseUrl}/mails -H "$KEY"                # mail sent (SMTP_URL) or recorded
   curl -s ${baseUrl}/outbox -H "$OP"                # pending, dead, lag
   curl -s ${baseUrl}/health                         # readiness: database and outbox
+  curl -s ${baseUrl}/health/live                    # liveness: event loop and outbox engine
   # the dashboard: open ${baseUrl}/outbox/ui/login and paste the operator token
 
 Stop with Ctrl-C: the outbox finishes its in-flight work within the shutdown grace.
