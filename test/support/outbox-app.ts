@@ -7,7 +7,14 @@ import type {
 } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { OUTBOX_ENTITIES, OutboxModule, type OutboxModuleOptions } from '@app/outbox';
+import { DataSource } from 'typeorm';
+import {
+  OUTBOX_ENTITIES,
+  OutboxModule,
+  OutboxPublisher,
+  type NewOutboxEvent,
+  type OutboxModuleOptions,
+} from '@app/outbox';
 import { GuardedLogger } from './log-guard';
 
 export interface OutboxAppOptions {
@@ -84,4 +91,11 @@ export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T)
   let resolve!: (value: T) => void;
   const promise = new Promise<T>((r) => (resolve = r));
   return { promise, resolve };
+}
+
+/** Emits `event` in a transaction of its own, committed before this resolves. */
+export async function emitCommitted(app: INestApplication, event: NewOutboxEvent): Promise<void> {
+  await app
+    .get(DataSource)
+    .transaction((manager) => app.get(OutboxPublisher).emit(event, { manager }));
 }

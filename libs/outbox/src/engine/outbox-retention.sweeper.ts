@@ -19,7 +19,8 @@ export const OUTBOX_RETENTION_JOB = 'outbox-retention-sweep';
  * `@nestjs/schedule` SchedulerRegistry when it imports ScheduleModule (so the job shows up next to
  * its other jobs), a plain timer otherwise. Live and dead events are never swept; a discarded
  * event only after `discardedRetentionMs`. It also wakes the parked events of ordered keys that
- * nothing ahead holds any more (settled by an instance of a version without per-key ordering).
+ * nothing ahead holds any more (settled by an instance of a version without per-key ordering),
+ * and forgets the ordering bookkeeping of keys with nothing left to do.
  */
 @Injectable()
 export class OutboxRetentionSweeper implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -83,6 +84,10 @@ export class OutboxRetentionSweeper implements OnApplicationBootstrap, OnApplica
         `Outbox woke ${stranded.value} parked events that no earlier event of their key held ` +
           '(a settle did not tell their key: an instance without per-key ordering?)',
       );
+    }
+    const forgotten = await this.store.forgetDoneKeys(bounds);
+    if (!forgotten.ok) {
+      this.logger.warn(`Outbox sweep of finished ordering keys failed: ${forgotten.error.message}`);
     }
     let deleted = 0;
     for (const [what, result] of [

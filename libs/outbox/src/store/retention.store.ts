@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { ok, type OutboxResult } from './outbox.result';
 import { StoreClient, type OutboxStoreOptions } from './store.client';
-import { RECOUNT_WAITS, WAKE_STRANDED } from './ordering.sql';
+import { FORGET_DONE_KEYS, FORGET_IDLE_WAITS, RECOUNT_WAITS, WAKE_STRANDED } from './ordering.sql';
 
 /** One batch of `WAKE_STRANDED`. */
 interface StrandedBatch {
@@ -110,6 +110,33 @@ export class RetentionStore {
       if (scanned < options.batchSize) break;
     }
     return ok(woken);
+  }
+
+  /**
+   * Forgets the ordering bookkeeping of keys with nothing left to do (see `FORGET_DONE_KEYS` and
+   * `FORGET_IDLE_WAITS`), reading every key and wait row once, `batchSize` a statement, so the
+   * two tables hold the keys in use rather than every key ever used.
+   */
+  async forgetDoneKeys(options: Omit<SweepOptions, 'retentionMs'>): Promise<OutboxResult<void>> {
+    for (const [operation, statement] of [
+      ['forgetDoneKeys', FORGET_DONE_KEYS],
+      ['forgetIdleWaits', FORGET_IDLE_WAITS],
+    ] as const) {
+      let after: unknown = null;
+      for (let batch = 0; !options.signal?.aborted; batch++) {
+        if (batch >= (options.maxBatches ?? Infinity)) break;
+        const result: OutboxResult<{ scanned: number; last: unknown }> = await this.client.run(
+          operation,
+          statement,
+          [after, options.batchSize],
+          ([row]: { scanned: number; last: unknown }[]) => row,
+        );
+        if (!result.ok) return result;
+        after = result.value.last;
+        if (result.value.scanned < options.batchSize) break;
+      }
+    }
+    return ok(undefined);
   }
 
   private async sweepWith(
