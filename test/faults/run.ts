@@ -3,11 +3,17 @@ import { join } from 'node:path';
 import { BREAK_MODES, isBreakMode } from './support/breaks';
 import { producerConfig, workerConfig } from './support/children';
 import { compileWorker, type CompiledWorker } from './support/compile';
+import { compilePreviousReleaseWorker, PREVIOUS_RELEASE } from './support/previous-release';
 import { createFaultDatabase, createFaultTemplate } from './support/database';
 import { startPgServer, type PgServer } from './support/pg-server';
 import { describeExit, FaultChild, killAllChildrenSync } from './support/processes';
 import { passed, printScenario, printSummary, type ScenarioRun } from './support/report';
-import { Outcome, type Scenario, type ScenarioContext } from './support/scenario';
+import {
+  Outcome,
+  type Scenario,
+  type ScenarioContext,
+  type WorkerOptions,
+} from './support/scenario';
 import { SCENARIOS } from './scenarios';
 
 /**
@@ -110,29 +116,45 @@ async function runScenario(
   const startedAt = Date.now();
   const outcome = new Outcome();
   const children: FaultChild[] = [];
-  const db = await createFaultDatabase(pg, `faults_${index}_${scenario.name.replaceAll('-', '_')}`);
-  const spawnWorker: ScenarioContext['spawnWorker'] = (label, options = {}) => {
-    const child = FaultChild.spawn(worker, label, workerConfig(db.url, options, args.breakMode));
-    children.push(child);
-    return child;
+  // Compiled only for a scenario that runs it, and its schema is where the database starts.
+  const previous = scenario.previousRelease ? await compilePreviousReleaseWorker() : undefined;
+  const db = await createFaultDatabase(
+    pg,
+    `faults_${index}_${scenario.name.replaceAll('-', '_')}`,
+    { migrations: previous?.migrations },
+  );
+  const spawnerOf = (compiled: CompiledWorker) => {
+    const spawnWorker: ScenarioContext['spawnWorker'] = (label, options = {}) => {
+      const child = FaultChild.spawn(
+        compiled,
+        label,
+        workerConfig(db.url, options, args.breakMode),
+      );
+      children.push(child);
+      return child;
+    };
+    return {
+      spawnWorker,
+      async worker(label: string, options?: WorkerOptions) {
+        const child = spawnWorker(label, options);
+        await child.ready();
+        return child;
+      },
+      async producer() {
+        const child = FaultChild.spawn(compiled, 'producer', producerConfig(db.url));
+        children.push(child);
+        await child.ready();
+        return child;
+      },
+    };
   };
   const ctx: ScenarioContext = {
     server: pg,
     db,
     quick: args.quick,
     breakMode: args.breakMode,
-    spawnWorker,
-    async worker(label, options) {
-      const child = spawnWorker(label, options);
-      await child.ready();
-      return child;
-    },
-    async producer() {
-      const child = FaultChild.spawn(worker, 'producer', producerConfig(db.url));
-      children.push(child);
-      await child.ready();
-      return child;
-    },
+    ...spawnerOf(worker),
+    previous: previous && { version: PREVIOUS_RELEASE.version, ...spawnerOf(previous) },
     note: (text) =>
       process.stdout.write(
         `  [${((Date.now() - startedAt) / 1000).toFixed(1).padStart(5)} s] ${text}\n`,
@@ -160,6 +182,7 @@ async function runScenario(
     await Promise.all(children.map((child) => child.stop(5000)));
     error = explain(error, children);
     await db.close().catch(() => undefined);
+    await previous?.remove();
   }
   return { index, scenario, outcome, error, durationMs: Date.now() - startedAt };
 }

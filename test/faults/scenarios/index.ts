@@ -1,6 +1,7 @@
 import type { Scenario } from '../support/scenario';
 import { halfOpenListen } from './half-open-listen';
 import { lockAndHang } from './lock-and-hang';
+import { mixedVersions } from './mixed-versions';
 import { ordering } from './ordering';
 import { pgRestart } from './pg-restart';
 import { poison } from './poison';
@@ -22,4 +23,5 @@ export const SCENARIOS: Scenario[] = [
   lockAndHang,
   transactionalKill,
   ordering,
+  mixedVersions,
 ];

@@ -1,5 +1,4 @@
 import { EventDispatcher, OutboxRepository } from '@app/outbox';
-import { HandlerTransactions } from '@app/outbox/handlers/handler.transactions';
 import type { DataSource } from 'typeorm';
 
 /**
@@ -54,6 +53,12 @@ export function installBreak(mode: string | undefined): void {
     };
   }
   if (mode === 'tx-autocommit') {
+    // Loaded for this mode only: a module of this tree's layout, which a worker built on the
+    // previous release (`mixed-versions`) does not have.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { HandlerTransactions } = require('@app/outbox/handlers/handler.transactions') as {
+      HandlerTransactions: typeof import('@app/outbox/handlers/handler.transactions').HandlerTransactions;
+    };
     const run = HandlerTransactions.prototype.run;
     HandlerTransactions.prototype.run = function (request) {
       const { dataSource } = this as unknown as { dataSource: DataSource };

@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 
 const ROOT = resolve(__dirname, '../../..');
 const WORKER_SOURCE = 'test/faults/worker.ts';
+const LIBRARY = 'libs/outbox/src';
 
 export interface CompiledWorker {
   /** The compiled worker script. */
@@ -20,10 +21,26 @@ export interface CompiledWorker {
  * busy 2-core machine. The output lives under node_modules so the compiled files still resolve
  * the project's packages.
  */
-export async function compileWorker(): Promise<CompiledWorker> {
-  const outDir = join(ROOT, 'node_modules', '.cache', 'outbox-faults', `run-${process.pid}`);
+export async function compileWorker(
+  options: {
+    /** Puts the library's source somewhere under `outDir` and says where (its `src` folder). */
+    library?: (outDir: string) => Promise<string>;
+    /** Names the output folder, so two compilations of one run do not share it. */
+    name?: string;
+  } = {},
+): Promise<CompiledWorker> {
+  const outDir = join(
+    ROOT,
+    'node_modules',
+    '.cache',
+    'outbox-faults',
+    `${options.name ?? 'run'}-${process.pid}`,
+  );
   await rm(outDir, { recursive: true, force: true });
   await mkdir(outDir, { recursive: true });
+  // The library the worker imports as `@app/outbox`: this tree's, or another copy of its source
+  // under the root (the previous release's), compiled beside the worker.
+  const library = relative(ROOT, (await options.library?.(outDir)) ?? join(ROOT, LIBRARY));
   const buildConfig = join(outDir, 'tsconfig.build.json');
   await writeFile(
     buildConfig,
@@ -39,6 +56,7 @@ export async function compileWorker(): Promise<CompiledWorker> {
         incremental: false,
         typeRoots: [join(ROOT, 'node_modules', '@types')],
         types: ['node'],
+        paths: { '@app/outbox': [library], '@app/outbox/*': [`${library}/*`] },
       },
       files: [join(ROOT, WORKER_SOURCE)],
       include: [],
@@ -50,7 +68,7 @@ export async function compileWorker(): Promise<CompiledWorker> {
     JSON.stringify({
       compilerOptions: {
         baseUrl: '.',
-        paths: { '@app/outbox': ['libs/outbox/src'], '@app/outbox/*': ['libs/outbox/src/*'] },
+        paths: { '@app/outbox': [library], '@app/outbox/*': [`${library}/*`] },
       },
     }),
   );

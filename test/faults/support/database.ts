@@ -1,4 +1,5 @@
 import { Pool, type QueryResultRow } from 'pg';
+import { DataSource, type DataSourceOptions } from 'typeorm';
 import { withAdminClient } from '../../support/admin-client';
 import { createTemplateDatabase } from '../../support/template-database';
 import type { PgServer } from './pg-server';
@@ -53,14 +54,24 @@ export interface FaultDatabase {
   close(): Promise<void>;
 }
 
-export async function createFaultDatabase(server: PgServer, name: string): Promise<FaultDatabase> {
+/**
+ * A scenario's database, a copy of the template (the outbox migrated to this tree's schema), or,
+ * with `migrations`, an empty database brought up by those (an older release's schema).
+ */
+export async function createFaultDatabase(
+  server: PgServer,
+  name: string,
+  options: { migrations?: MigrationList } = {},
+): Promise<FaultDatabase> {
+  const template = options.migrations ? 'template0' : TEMPLATE;
   await withAdminClient(server.url(), async (client) => {
     await client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(name)} WITH (FORCE)`);
     await client.query(
-      `CREATE DATABASE ${client.escapeIdentifier(name)} TEMPLATE ${client.escapeIdentifier(TEMPLATE)}`,
+      `CREATE DATABASE ${client.escapeIdentifier(name)} TEMPLATE ${client.escapeIdentifier(template)}`,
     );
   });
   const url = server.url(name);
+  if (options.migrations) await migrate(url, options.migrations);
   const pool = new Pool({ connectionString: url, max: 4, application_name: 'faults-runner' });
   // Idle connections die with every server restart; the pool replaces them.
   pool.on('error', () => undefined);
@@ -96,4 +107,18 @@ function isConnectionError(error: unknown): boolean {
       message,
     )
   );
+}
+
+export type MigrationList = NonNullable<DataSourceOptions['migrations']>;
+
+/** Runs `migrations` on the database at `url` (those it already ran are skipped), each in its own transaction. */
+export async function migrate(url: string, migrations: MigrationList): Promise<string[]> {
+  const dataSource = new DataSource({ type: 'postgres', url, migrations, logging: false });
+  await dataSource.initialize();
+  try {
+    const ran = await dataSource.runMigrations({ transaction: 'each' });
+    return ran.map((migration) => migration.name);
+  } finally {
+    await dataSource.destroy();
+  }
 }

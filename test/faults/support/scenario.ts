@@ -24,6 +24,15 @@ export interface ScenarioContext {
   /** Spawns a worker without waiting for it. */
   spawnWorker(label: string, options?: WorkerOptions): FaultChild;
   producer(): Promise<FaultChild>;
+  /**
+   * Workers and producers of the previous release (`Scenario.previousRelease`), whose schema the
+   * scenario's database then starts at.
+   */
+  previous?: {
+    version: string;
+    worker(label: string, options?: WorkerOptions): Promise<FaultChild>;
+    producer(): Promise<FaultChild>;
+  };
   /** A progress line, printed as the scenario runs. */
   note(text: string): void;
 }
@@ -32,6 +41,8 @@ export interface Scenario {
   /** Used with `--only`. */
   name: string;
   title: string;
+  /** Runs the previous release beside this code: see `ScenarioContext.previous`. */
+  previousRelease?: boolean;
   run(ctx: ScenarioContext, outcome: Outcome): Promise<void>;
 }
 
