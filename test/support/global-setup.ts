@@ -1,6 +1,7 @@
 import { withAdminClient } from './admin-client';
 import { describeUrl } from './database-url';
 import { startPostgresServer } from './postgres-server';
+import { poolerUrl } from './pooler';
 import { createTemplateDatabase } from './template-database';
 import { ADMIN_URL_ENV, TEMPLATE_ENV, rememberRun } from './test-run';
 
@@ -10,6 +11,7 @@ import { ADMIN_URL_ENV, TEMPLATE_ENV, rememberRun } from './test-run';
  */
 export default async function globalSetup(): Promise<void> {
   const startedAt = Date.now();
+  const pooler = poolerUrl();
   const server = await startPostgresServer();
   // A unique name lets runs share one DATABASE_URL server without touching each other.
   const template = `outbox_tpl_${process.pid}_${Date.now()}`;
@@ -21,7 +23,8 @@ export default async function globalSetup(): Promise<void> {
     await createTemplateDatabase(server.adminUrl, template);
     process.stdout.write(
       `\n[outbox tests] PostgreSQL ${version} (${server.kind}) at ${describeUrl(server.adminUrl)}, ` +
-        `template ${template}, ready in ${Date.now() - startedAt} ms\n`,
+        `template ${template}, ready in ${Date.now() - startedAt} ms\n` +
+        (pooler ? `[outbox tests] the library through the pooler at ${describeUrl(pooler)}\n` : ''),
     );
   } catch (error) {
     // Jest skips global teardown when setup throws, so nothing else would stop the server.

@@ -16,9 +16,13 @@ import {
   type OutboxModuleOptions,
 } from '@app/outbox';
 import { GuardedLogger } from './log-guard';
+import { directUrlBehind } from './pooler';
 
 export interface OutboxAppOptions {
-  /** Connection string of the test database. */
+  /**
+   * Connection string of the test database. When it goes through the run's pooler (pooler.ts),
+   * the outbox LISTENs on the direct URL unless `outbox.listen.connectionString` says otherwise.
+   */
   url: string;
   outbox?: OutboxModuleOptions;
   /** Replaces `OutboxModule.forRoot(outbox)`, e.g. with a `forRootAsync` definition. */
@@ -39,6 +43,14 @@ export interface OutboxAppOptions {
  * `app.close()`, which runs the shutdown hooks as a SIGTERM would.
  */
 export async function createOutboxApp(options: OutboxAppOptions): Promise<INestApplication> {
+  const direct = directUrlBehind(options.url);
+  const outbox: OutboxModuleOptions | undefined =
+    direct && !options.outbox?.listen?.connectionString
+      ? {
+          ...options.outbox,
+          listen: { ...options.outbox?.listen, connectionString: direct },
+        }
+      : options.outbox;
   const moduleRef = await Test.createTestingModule({
     imports: [
       TypeOrmModule.forRoot({
@@ -50,7 +62,7 @@ export async function createOutboxApp(options: OutboxAppOptions): Promise<INestA
         connectTimeoutMS: 5000,
         ...(options.typeorm as object),
       }),
-      options.outboxModule ?? OutboxModule.forRoot({ pollIntervalMs: 60_000, ...options.outbox }),
+      options.outboxModule ?? OutboxModule.forRoot({ pollIntervalMs: 60_000, ...outbox }),
       ...(options.imports ?? []),
     ],
     providers: options.providers ?? [],

@@ -4,14 +4,18 @@ import { DataSource } from 'typeorm';
 import { OUTBOX_ENTITIES } from '../../libs/outbox/src/store/outbox-event.entity';
 import { dropDatabase, withAdminClient } from './admin-client';
 import { withDatabase } from './database-url';
+import { libraryUrl } from './pooler';
 import { ADMIN_URL_ENV, TEMPLATE_ENV, requireRunEnv } from './test-run';
 
 export interface TestDatabase {
   name: string;
+  /** What the library connects to: through the pooler when the run has one (see pooler.ts). */
   url: string;
+  /** The server itself, always: for what needs a session or the server's own view. */
+  directUrl: string;
   /** Initialised; schema comes from the migrated template, never from `synchronize`. */
   dataSource: DataSource;
-  /** A new connected client, ended by close(); for sessions a test must hold itself. */
+  /** A new connected client on `directUrl`, ended by close(); for sessions a test holds itself. */
   connect(): Promise<Client>;
   /** Ends tracked clients, destroys the data source and drops the database. */
   close(): Promise<void>;
@@ -26,7 +30,8 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   const template = requireRunEnv(TEMPLATE_ENV);
   // The template's name as prefix is what lets global teardown find copies a crash left behind.
   const name = `${template}_${randomBytes(4).toString('hex')}`;
-  const url = withDatabase(adminUrl, name);
+  const directUrl = withDatabase(adminUrl, name);
+  const url = libraryUrl(directUrl);
 
   await withAdminClient(adminUrl, (client) =>
     client.query(
@@ -56,9 +61,10 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   return {
     name,
     url,
+    directUrl,
     dataSource,
     async connect() {
-      const client = new Client({ connectionString: url });
+      const client = new Client({ connectionString: directUrl });
       await client.connect();
       clients.add(client);
       return client;
