@@ -990,16 +990,13 @@ describe('outbox lease proof', () => {
       `UPDATE outbox_event SET dispatched_at = now() - interval '2 hours' WHERE id = ANY($1::uuid[])`,
       [expired],
     );
-    // Connections that error instead of waiting on any lock, so a block fails the test.
-    const impatient = new DataSource({
-      type: 'postgres',
-      url: db.url,
-      entities: [...OUTBOX_ENTITIES],
-      extra: { options: '-c lock_timeout=2000' },
+    // Stores that error instead of waiting on any lock, so a block fails the test: their own
+    // lock_timeout (SET LOCAL), which a transaction pooler keeps, unlike a session setting.
+    const impatientRepo = new OutboxRepository(db.dataSource, {
+      channel: CHANNEL,
+      lockTimeoutMs: 2000,
     });
-    await impatient.initialize();
-    const impatientRepo = new OutboxRepository(impatient, { channel: CHANNEL });
-    const impatientRetention = new RetentionStore(impatient);
+    const impatientRetention = new RetentionStore(db.dataSource, { lockTimeoutMs: 2000 });
     const claimer = await db.connect();
     const sweeper = await db.connect();
     try {
@@ -1022,7 +1019,6 @@ describe('outbox lease proof', () => {
     } finally {
       await claimer.query('ROLLBACK');
       await sweeper.query('ROLLBACK');
-      await impatient.destroy();
     }
   });
 

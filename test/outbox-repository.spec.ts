@@ -3,7 +3,6 @@ import type { ModuleRef } from '@nestjs/core';
 import { DataSource, type EntityManager } from 'typeorm';
 import {
   InvalidOutboxEventError,
-  OUTBOX_ENTITIES,
   OutboxAdmin,
   OutboxPayloadNotSerializableError,
   OutboxPublisher,
@@ -382,18 +381,14 @@ describe('OutboxRepository store failures', () => {
   });
 
   it('reports a lock timeout with its SQLSTATE, so callers can tell it from other failures', async () => {
-    const impatient = new DataSource({
-      type: 'postgres',
-      url: db.url,
-      entities: [...OUTBOX_ENTITIES],
-      extra: { options: '-c lock_timeout=100' },
-    });
-    await impatient.initialize();
+    // The store's own lock_timeout (SET LOCAL in its statement's transaction), not a session
+    // setting: that also holds behind a transaction pooler, which keeps no session settings.
+    const impatient = new OutboxRepository(db.dataSource, { lockTimeoutMs: 100 });
     const locker = await db.connect();
     try {
       await locker.query('BEGIN');
       await locker.query('LOCK TABLE outbox_event IN ACCESS EXCLUSIVE MODE');
-      const result = await new OutboxRepository(impatient).markDelivered([
+      const result = await impatient.markDelivered([
         { id: '00000000-0000-7000-8000-000000000000', attempts: 1, handlers: ['h'] },
       ]);
       expect(result).toMatchObject({
@@ -402,7 +397,6 @@ describe('OutboxRepository store failures', () => {
       });
     } finally {
       await locker.query('ROLLBACK');
-      await impatient.destroy();
     }
   });
 });
