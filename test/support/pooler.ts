@@ -20,7 +20,7 @@ export function poolerUrl(): string | undefined {
 /** The URL the library gets for database `directUrl`: the same database through the pooler. */
 export function libraryUrl(directUrl: string): string {
   const pooler = poolerUrl();
-  return pooler ? withDatabase(pooler, new URL(directUrl).pathname.slice(1)) : directUrl;
+  return pooler ? withDatabase(pooler, databaseName(directUrl)) : directUrl;
 }
 
 /** The direct URL of a database `url` reaches through the pooler; undefined when it is direct. */
@@ -28,5 +28,9 @@ export function directUrlBehind(url: string): string | undefined {
   const pooler = poolerUrl();
   const adminUrl = process.env[ADMIN_URL_ENV];
   if (!pooler || !adminUrl || new URL(url).host !== new URL(pooler).host) return undefined;
-  return withDatabase(adminUrl, new URL(url).pathname.slice(1));
+  return withDatabase(adminUrl, databaseName(url));
+}
+
+function databaseName(url: string): string {
+  return decodeURIComponent(new URL(url).pathname.slice(1));
 }
