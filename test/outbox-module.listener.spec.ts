@@ -84,8 +84,12 @@ async function start(outbox: OutboxModuleOptions = {}): Promise<Running> {
   return running;
 }
 
+/**
+ * A proxy to the server for the LISTEN connection, which goes to the server directly, also when
+ * the app's connections go through a pooler (see test/support/pooler.ts).
+ */
 async function proxy(): Promise<TcpProxy> {
-  const url = new URL(db.url);
+  const url = new URL(db.directUrl);
   const started = await startTcpProxy({ host: url.hostname, port: Number(url.port || '5432') });
   cleanups.push(() => started.close());
   return started;
@@ -93,7 +97,7 @@ async function proxy(): Promise<TcpProxy> {
 
 /** The test database reached through the proxy. */
 function urlThrough(relay: TcpProxy): string {
-  const url = new URL(db.url);
+  const url = new URL(db.directUrl);
   url.hostname = '127.0.0.1';
   url.port = String(relay.port);
   return url.toString();
