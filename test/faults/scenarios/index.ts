@@ -5,6 +5,7 @@ import { mixedVersions } from './mixed-versions';
 import { ordering } from './ordering';
 import { pgRestart } from './pg-restart';
 import { poison } from './poison';
+import { poolerRestart } from './pooler-restart';
 import { sigkill } from './sigkill';
 import { sigterm } from './sigterm';
 import { terminateBackends } from './terminate-backends';
@@ -24,4 +25,5 @@ export const SCENARIOS: Scenario[] = [
   transactionalKill,
   ordering,
   mixedVersions,
+  poolerRestart,
 ];

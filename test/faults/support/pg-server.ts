@@ -171,7 +171,7 @@ function signal(pid: number, name: NodeJS.Signals): void {
 }
 
 /** PostgreSQL refuses to run as root; as root the server runs as the `postgres` OS user. */
-function postgresOwner(): { uid: number; gid: number } | undefined {
+export function postgresOwner(): { uid: number; gid: number } | undefined {
   if (process.getuid?.() !== 0) return undefined;
   try {
     const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
