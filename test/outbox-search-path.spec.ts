@@ -58,7 +58,7 @@ beforeAll(async () => {
   });
   await migrator.initialize();
   try {
-    await migrator.runMigrations();
+    await migrator.runMigrations({ transaction: 'each' });
   } finally {
     await migrator.destroy();
   }

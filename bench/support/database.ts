@@ -86,7 +86,7 @@ export async function withFreshDatabase<T>(
     });
     await migrator.initialize();
     try {
-      await migrator.runMigrations();
+      await migrator.runMigrations({ transaction: 'each' });
       if (options.bare) {
         await migrator.query(`CREATE TABLE outbox_bare (LIKE outbox_event INCLUDING ALL)`);
       }
