@@ -91,11 +91,13 @@ export {
   OutboxEventCausation1766000000000,
   OutboxHandlerFailures1767000000000,
   OutboxDiscard1768000000000,
+  OutboxDiscardIndexes1768500000000,
   OutboxDispatcherReports1769000000000,
   OutboxOrganizationTypeIndex1770000000000,
   OutboxAdminChange1771000000000,
   OutboxClaimFunction1772000000000,
   OutboxOrdering1773000000000,
+  OutboxOrderingIndexes1773500000000,
 } from './migrations';
 export { OutboxRepository, type OutboxRepositoryOptions } from './store/lease/outbox.repository';
 export type {

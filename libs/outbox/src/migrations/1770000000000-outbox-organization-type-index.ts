@@ -1,4 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
+import { createIndexConcurrently, dropIndexConcurrently } from './concurrent-index';
 
 /**
  * `outbox_event_organization_type_idx (organization_id, type, occurred_at, id)`: what
@@ -9,26 +10,23 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * this index for its due index (PostgreSQL 18's skip scan would otherwise consider it for a
  * claim by type).
  *
- * The build runs in the migration's transaction, like the other migrations', so it works under
- * TypeORM's default `migrationsTransactionMode`; it reads the whole table, and emits wait for it.
- * On a big table, build it first while the previous version runs, with
- * `CREATE INDEX CONCURRENTLY IF NOT EXISTS outbox_event_organization_type_idx ON outbox_event
- * (organization_id, type, occurred_at, id) WHERE organization_id IS NOT NULL`; this migration
- * then finds it and does nothing. The previous version runs unchanged meanwhile: it never reads
- * the index.
+ * Built concurrently, so `transaction = false` (TypeORM then needs `migrationsTransactionMode:
+ * 'each'`): it reads the whole table while emits go on, and a run that failed halfway rebuilds
+ * the invalid index it left. The previous version runs unchanged meanwhile: it never reads it.
  */
 export class OutboxOrganizationTypeIndex1770000000000 implements MigrationInterface {
   name = 'OutboxOrganizationTypeIndex1770000000000';
+  transaction = false;
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    await queryRunner.query(`
-      CREATE INDEX IF NOT EXISTS outbox_event_organization_type_idx
-      ON outbox_event (organization_id, type, occurred_at, id)
-      WHERE organization_id IS NOT NULL
-    `);
+    await createIndexConcurrently(
+      queryRunner,
+      'outbox_event_organization_type_idx',
+      `ON outbox_event (organization_id, type, occurred_at, id) WHERE organization_id IS NOT NULL`,
+    );
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
-    await queryRunner.query(`DROP INDEX IF EXISTS outbox_event_organization_type_idx`);
+    await dropIndexConcurrently(queryRunner, 'outbox_event_organization_type_idx');
   }
 }

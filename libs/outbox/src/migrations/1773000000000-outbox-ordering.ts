@@ -20,7 +20,8 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  *   lock), it tells an emit whether an earlier event still holds the key, whatever the emit's
  *   snapshot.
  * Nullable columns without defaults and new tables: nothing is rewritten, and the previous
- * version never reads them.
+ * version never reads them. The three indexes are built concurrently by the next migration
+ * (`OutboxOrderingIndexes1773500000000`).
  */
 /**
  * The due time of a parked event, which only a done of the event ahead of it makes due: the
@@ -319,22 +320,6 @@ export class OutboxOrdering1773000000000 implements MigrationInterface {
         ADD COLUMN IF NOT EXISTS ordering_key text,
         ADD COLUMN IF NOT EXISTS ordering_position bigint,
         ADD COLUMN IF NOT EXISTS ordered_for text[]
-    `);
-    await queryRunner.query(`
-      CREATE INDEX IF NOT EXISTS outbox_event_ordering_idx
-      ON outbox_event (ordering_key, ordering_position)
-      WHERE ordering_position IS NOT NULL AND dispatched_at IS NULL AND discarded_at IS NULL
-    `);
-    await queryRunner.query(`
-      CREATE INDEX IF NOT EXISTS outbox_event_blocked_idx
-      ON outbox_event (dead_at, id)
-      WHERE dispatched_at IS NULL AND dead_at IS NOT NULL AND discarded_at IS NULL
-        AND ordered_for <> '{}'
-    `);
-    await queryRunner.query(`
-      CREATE INDEX IF NOT EXISTS outbox_event_ordered_retry_idx
-      ON outbox_event (occurred_at)
-      WHERE dispatched_at IS NULL AND dead_at IS NULL AND failures ?| ordered_for
     `);
     await queryRunner.query(`
       CREATE TABLE IF NOT EXISTS outbox_ordering_key (

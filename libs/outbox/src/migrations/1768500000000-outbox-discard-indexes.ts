@@ -1,0 +1,56 @@
+import { MigrationInterface, QueryRunner } from 'typeorm';
+import { createIndexConcurrently, dropIndexConcurrently } from './concurrent-index';
+
+/**
+ * The indexes of discarded dead letters, built concurrently: the dead replay index leaves
+ * discarded rows out (`outbox_event_dead_retry_idx`, replacing `outbox_event_dead_due_idx`), so
+ * claims and the health probe never walk them however many pile up; dead letters are listed
+ * newest first through `outbox_event_dead_idx`, and the sweep finds discarded rows through
+ * `outbox_event_discarded_idx`.
+ *
+ * `transaction = false`, as PostgreSQL builds an index concurrently only outside a transaction:
+ * each build reads the whole table while emits and settles go on. TypeORM then needs
+ * `migrationsTransactionMode: 'each'` (its default, 'all', refuses to start). Each statement is
+ * idempotent, and an index a failed run left invalid is rebuilt, so a run that stopped halfway
+ * completes when run again.
+ *
+ * The old index is dropped once the new ones are valid. The previous version's claims of dead
+ * rows (which do not name `discarded_at`) then read its dead rows through
+ * `outbox_event_dead_idx`: the same rows, sorted; its SQL is unchanged.
+ */
+export class OutboxDiscardIndexes1768500000000 implements MigrationInterface {
+  name = 'OutboxDiscardIndexes1768500000000';
+  transaction = false;
+
+  async up(queryRunner: QueryRunner): Promise<void> {
+    await createIndexConcurrently(
+      queryRunner,
+      'outbox_event_dead_retry_idx',
+      `ON outbox_event (next_attempt_at, id)
+       WHERE dispatched_at IS NULL AND dead_at IS NOT NULL AND discarded_at IS NULL`,
+    );
+    await createIndexConcurrently(
+      queryRunner,
+      'outbox_event_dead_idx',
+      `ON outbox_event (dead_at, id) WHERE dispatched_at IS NULL AND dead_at IS NOT NULL`,
+    );
+    await createIndexConcurrently(
+      queryRunner,
+      'outbox_event_discarded_idx',
+      `ON outbox_event (discarded_at) WHERE dispatched_at IS NULL AND discarded_at IS NOT NULL`,
+    );
+    await dropIndexConcurrently(queryRunner, 'outbox_event_dead_due_idx');
+  }
+
+  /** Restores the previous dead index before dropping the new ones. */
+  async down(queryRunner: QueryRunner): Promise<void> {
+    await createIndexConcurrently(
+      queryRunner,
+      'outbox_event_dead_due_idx',
+      `ON outbox_event (next_attempt_at, id) WHERE dispatched_at IS NULL AND dead_at IS NOT NULL`,
+    );
+    await dropIndexConcurrently(queryRunner, 'outbox_event_discarded_idx');
+    await dropIndexConcurrently(queryRunner, 'outbox_event_dead_idx');
+    await dropIndexConcurrently(queryRunner, 'outbox_event_dead_retry_idx');
+  }
+}
