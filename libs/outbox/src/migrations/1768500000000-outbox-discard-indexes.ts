@@ -14,9 +14,9 @@ import { createIndexConcurrently, dropIndexConcurrently } from './concurrent-ind
  * idempotent, and an index a failed run left invalid is rebuilt, so a run that stopped halfway
  * completes when run again.
  *
- * The old index is dropped once the new ones are valid. The previous version's claims of dead
- * rows (which do not name `discarded_at`) then read its dead rows through
- * `outbox_event_dead_idx`: the same rows, sorted; its SQL is unchanged.
+ * The old index is dropped once the new ones are valid. The previous version's SQL is unchanged,
+ * though its claim of due dead rows (which does not name `discarded_at`, so cannot take
+ * `outbox_event_dead_retry_idx`) loses the index made for it, until the pods are rolled.
  */
 export class OutboxDiscardIndexes1768500000000 implements MigrationInterface {
   name = 'OutboxDiscardIndexes1768500000000';
