@@ -95,7 +95,7 @@ async function insertEvent(client: Client, type: string): Promise<void> {
 }
 
 describe('the index migrations', () => {
-  it('run outside a transaction: TypeORM refuses them in mode "all" before applying anything', async () => {
+  it('run outside a transaction: mode "all" refuses them before applying anything; they revert in a transaction or none', async () => {
     for (const Migration of INDEX_MIGRATIONS) expect(new Migration().transaction).toBe(false);
 
     const adminUrl = requireRunEnv(ADMIN_URL_ENV);
@@ -122,6 +122,20 @@ describe('the index migrations', () => {
         // Mode 'each' applies them all.
         const applied = await dataSource.runMigrations({ transaction: 'each' });
         expect(applied).toHaveLength(OUTBOX_MIGRATIONS.length);
+        const migrated = await migratedIndexes(dataSource, 'outbox_event');
+
+        // TypeORM's revert runs down() in a transaction unless told 'none', whatever the
+        // migration's `transaction`: both revert the index migrations, and up() again.
+        const since =
+          OUTBOX_MIGRATIONS.length - OUTBOX_MIGRATIONS.indexOf(OutboxDiscardIndexes1768500000000);
+        for (const transaction of ['all', 'none'] as const) {
+          for (let i = 0; i < since; i++) await dataSource.undoLastMigration({ transaction });
+          const reverted = await migratedIndexes(dataSource, 'outbox_event');
+          expect(Object.keys(reverted)).toContain('outbox_event_dead_due_idx');
+          for (const name of BUILT) expect(Object.keys(reverted)).not.toContain(name);
+          await dataSource.runMigrations({ transaction: 'each' });
+          expect(await migratedIndexes(dataSource, 'outbox_event')).toEqual(migrated);
+        }
       } finally {
         await dataSource.destroy();
       }

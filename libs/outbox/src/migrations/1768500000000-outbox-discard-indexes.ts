@@ -1,5 +1,10 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { createIndexConcurrently, dropIndexConcurrently } from './concurrent-index';
+import {
+  createIndexConcurrently,
+  dropIndexConcurrently,
+  createIndexOnRevert,
+  dropIndexOnRevert,
+} from './concurrent-index';
 
 /**
  * The indexes of discarded dead letters, built concurrently: the dead replay index leaves
@@ -44,13 +49,13 @@ export class OutboxDiscardIndexes1768500000000 implements MigrationInterface {
 
   /** Restores the previous dead index before dropping the new ones. */
   async down(queryRunner: QueryRunner): Promise<void> {
-    await createIndexConcurrently(
+    await createIndexOnRevert(
       queryRunner,
       'outbox_event_dead_due_idx',
       `ON outbox_event (next_attempt_at, id) WHERE dispatched_at IS NULL AND dead_at IS NOT NULL`,
     );
-    await dropIndexConcurrently(queryRunner, 'outbox_event_discarded_idx');
-    await dropIndexConcurrently(queryRunner, 'outbox_event_dead_idx');
-    await dropIndexConcurrently(queryRunner, 'outbox_event_dead_retry_idx');
+    await dropIndexOnRevert(queryRunner, 'outbox_event_discarded_idx');
+    await dropIndexOnRevert(queryRunner, 'outbox_event_dead_idx');
+    await dropIndexOnRevert(queryRunner, 'outbox_event_dead_retry_idx');
   }
 }

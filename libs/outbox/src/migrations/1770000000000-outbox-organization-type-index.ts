@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { createIndexConcurrently, dropIndexConcurrently } from './concurrent-index';
+import { createIndexConcurrently, dropIndexOnRevert } from './concurrent-index';
 
 /**
  * `outbox_event_organization_type_idx (organization_id, type, occurred_at, id)`: what
@@ -27,6 +27,6 @@ export class OutboxOrganizationTypeIndex1770000000000 implements MigrationInterf
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
-    await dropIndexConcurrently(queryRunner, 'outbox_event_organization_type_idx');
+    await dropIndexOnRevert(queryRunner, 'outbox_event_organization_type_idx');
   }
 }

@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { createIndexConcurrently, dropIndexConcurrently } from './concurrent-index';
+import { createIndexConcurrently, dropIndexOnRevert } from './concurrent-index';
 
 /**
  * The per-key ordering's indexes (see `OutboxOrdering1773000000000`), built concurrently:
@@ -40,8 +40,8 @@ export class OutboxOrderingIndexes1773500000000 implements MigrationInterface {
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
-    await dropIndexConcurrently(queryRunner, 'outbox_event_ordered_retry_idx');
-    await dropIndexConcurrently(queryRunner, 'outbox_event_blocked_idx');
-    await dropIndexConcurrently(queryRunner, 'outbox_event_ordering_idx');
+    await dropIndexOnRevert(queryRunner, 'outbox_event_ordered_retry_idx');
+    await dropIndexOnRevert(queryRunner, 'outbox_event_blocked_idx');
+    await dropIndexOnRevert(queryRunner, 'outbox_event_ordering_idx');
   }
 }

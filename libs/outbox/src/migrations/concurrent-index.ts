@@ -26,9 +26,31 @@ export async function createIndexConcurrently(
   await queryRunner.query(`CREATE INDEX CONCURRENTLY IF NOT EXISTS ${name} ${definition}`);
 }
 
-/** Drops an index without making writes wait: for the `down()` of those migrations. */
+/** Drops an index without making writes wait, outside a transaction. */
 export async function dropIndexConcurrently(queryRunner: QueryRunner, name: string): Promise<void> {
   await queryRunner.query(`DROP INDEX CONCURRENTLY IF EXISTS ${name}`);
+}
+
+/**
+ * For `down()`: TypeORM's revert (`migration:revert`, `undoLastMigration`) runs it in a
+ * transaction whatever the migration's `transaction`, unless told `transaction: 'none'`. There
+ * the index is built plainly, holding writes while it reads the table; outside, concurrently.
+ */
+export async function createIndexOnRevert(
+  queryRunner: QueryRunner,
+  name: string,
+  definition: string,
+): Promise<void> {
+  if (!queryRunner.isTransactionActive)
+    return createIndexConcurrently(queryRunner, name, definition);
+  await dropIndexIfInvalid(queryRunner, name);
+  await queryRunner.query(`CREATE INDEX IF NOT EXISTS ${name} ${definition}`);
+}
+
+/** For `down()`, as `createIndexOnRevert`: concurrently unless in the revert's transaction. */
+export async function dropIndexOnRevert(queryRunner: QueryRunner, name: string): Promise<void> {
+  if (!queryRunner.isTransactionActive) return dropIndexConcurrently(queryRunner, name);
+  await queryRunner.query(`DROP INDEX IF EXISTS ${name}`);
 }
 
 async function dropIndexIfInvalid(queryRunner: QueryRunner, name: string): Promise<void> {
@@ -37,5 +59,5 @@ async function dropIndexIfInvalid(queryRunner: QueryRunner, name: string): Promi
     `SELECT NOT i.indisvalid AS invalid FROM pg_index AS i WHERE i.indexrelid = to_regclass($1)`,
     [name],
   )) as { invalid: boolean }[];
-  if (rows[0]?.invalid) await dropIndexConcurrently(queryRunner, name);
+  if (rows[0]?.invalid) await dropIndexOnRevert(queryRunner, name);
 }
