@@ -303,6 +303,60 @@ describe('OutboxHealthIndicator while the app shuts down', () => {
     }
     expect(dispatcher.state).toBe('stopped');
   });
+
+  it('is down (503) for a probe whose state query was still out when close() began', async () => {
+    const gate = deferred();
+    hold = gate.promise;
+    const app = await startHealthApp({ shutdownGraceMs: 10_000 });
+    const dispatcher = app.get(OutboxDispatcher);
+    const locker = await db.connect();
+    let closing: Promise<void> | undefined;
+    try {
+      await app
+        .get(DataSource)
+        .transaction((manager) =>
+          app
+            .get(OutboxPublisher)
+            .emit(
+              { type: 'member.invited', aggregateType: 'member', aggregateId: 'm-1', payload: {} },
+              { manager },
+            ),
+        );
+      await eventually('the handler is running', () => handled === 1);
+      // The probe's state query waits on the lock while the app is still running.
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE outbox_event IN ACCESS EXCLUSIVE MODE');
+      probe.timeoutMs = 10_000;
+      const answer = request(app.getHttpServer())
+        .get('/health')
+        .then((res) => res);
+      await eventually('the probe waits on the lock', async () => {
+        const { rows } = await sql.query(
+          `SELECT 1 FROM pg_stat_activity
+           WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        );
+        return rows.length > 0;
+      });
+
+      closing = app.close();
+      await eventually('the dispatcher is stopping', () => dispatcher.state === 'stopping');
+      await locker.query('ROLLBACK');
+      const res = await answer;
+
+      // A pod that began shutting down must not answer ready, whenever the probe came in.
+      expect(res.status).toBe(503);
+      expect(res.body.error.outbox).toMatchObject({
+        status: 'down',
+        state: 'stopping',
+        message: 'dispatcher is stopping',
+      });
+    } finally {
+      await locker.query('ROLLBACK').catch(() => undefined);
+      await locker.end();
+      gate.resolve();
+      await (closing ?? app.close());
+    }
+  });
 });
 
 describe('OutboxRetentionSweeper on its schedule', () => {

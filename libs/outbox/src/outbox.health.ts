@@ -96,6 +96,9 @@ export class OutboxHealthIndicator {
     { maxLagMs, timeoutMs = DEFAULT_TIMEOUT_MS }: OutboxHealthOptions = {},
   ): Promise<OutboxHealthResult<Key>> {
     const session = indicatorResult<Key, Omit<OutboxHealthData, 'status'>>(key);
+    const pending = await this.pendingWithin(timeoutMs);
+    // Read once the query is back, not before it: a shutdown that began while it was out must
+    // make this answer down, or a pod already stopping could still report ready.
     const state = this.dispatcher.state;
     const lastDrainAt = this.dispatcher.lastDrainAt;
     const base = {
@@ -103,7 +106,6 @@ export class OutboxHealthIndicator {
       listener: this.dispatcher.listenerState,
       lastDrainAt: lastDrainAt?.toISOString() ?? null,
     };
-    const pending = await this.pendingWithin(timeoutMs);
     if (!pending.ok) return session.down({ ...base, message: pending.message });
     // Every figure of the state but the next due time, which is the dispatcher's business.
     const { oldestDueWaitMs, nextDueInMs, ...counts } = pending.value;
