@@ -58,6 +58,7 @@ async function answer(fault: FaultApp, producer: Producer | undefined, command: 
         state: dispatcher.state,
         listener: dispatcher.listenerState,
         lastDrainAt: dispatcher.lastDrainAt?.getTime() ?? null,
+        queued: queuedIn(dispatcher),
       } satisfies WorkerStatus;
     }
     case 'health': {
@@ -72,7 +73,7 @@ async function answer(fault: FaultApp, producer: Producer | undefined, command: 
     case 'emit':
       return producer!.emit(command.count, command.batch, command.kind, command.slowMs);
     case 'stream-start':
-      return producer!.startStream(command.perSecond, command.batch, command.kind);
+      return producer!.startStream(command.perSecond, command.batch, command.kind, command.slow);
     case 'stream-stop':
       return producer!.stopStream();
     case 'keyed-stream-start': {
@@ -90,9 +91,16 @@ async function answer(fault: FaultApp, producer: Producer | undefined, command: 
   }
 }
 
+/** The dispatcher's local queue is private; the suite reads its length, nothing else. */
+function queuedIn(dispatcher: OutboxDispatcher): number {
+  const { producer } = dispatcher as unknown as { producer?: { queue?: { length?: number } } };
+  return producer?.queue?.length ?? 0;
+}
+
 /** SIGTERM: `app.close()` as Nest's shutdown hooks would run it, timed for the runner. */
 async function shutdown(fault: FaultApp): Promise<void> {
   const signalledAt = Date.now();
+  void send({ notice: 'shutting-down', at: signalledAt });
   let stopSeen = config.role !== 'worker';
   const watch = setInterval(() => {
     if (stopSeen || fault.app.get(OutboxDispatcher).state !== 'stopped') return;

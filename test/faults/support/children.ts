@@ -33,6 +33,7 @@ export function workerConfig(
     recordUrl: dbUrl,
     handlerDelayMs: options.handlerDelayMs,
     breakMode,
+    httpPort: options.httpPort,
     outbox: {
       ...WORKER_DEFAULTS,
       ...outbox,

@@ -189,6 +189,41 @@ export async function deliveryLatency(db: FaultDatabase, eventId: string): Promi
   return row?.ms ?? null;
 }
 
+export interface LatencySpread {
+  events: number;
+  p50: number | null;
+  p99: number | null;
+  max: number | null;
+}
+
+/**
+ * One row per event emitted from $1 to $2 (`Date.now()` ms) that a handler was called for: `at`,
+ * its `occurred_at`, and `ms`, its commit-to-handler time (as `deliveryLatency`).
+ */
+export const EMITTED_LATENCIES = `
+  SELECT extract(epoch FROM e.occurred_at) * 1000 AS at,
+         extract(epoch FROM min(c.at) - e.occurred_at) * 1000 AS ms
+  FROM outbox_event e JOIN fault_call c ON c.event_id = e.id
+  WHERE e.occurred_at >= to_timestamp($1 / 1000.0) AND e.occurred_at < to_timestamp($2 / 1000.0)
+  GROUP BY e.id, e.occurred_at`;
+
+/** Commit-to-handler times of the events emitted from `fromMs` to `toMs`: count, median, p99, max. */
+export async function latencySpread(
+  db: FaultDatabase,
+  fromMs: number,
+  toMs: number,
+): Promise<LatencySpread> {
+  const [row] = await db.query(
+    `SELECT count(*)::int AS events,
+            percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::float8 AS p50,
+            percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::float8 AS p99,
+            max(ms)::float8 AS max
+     FROM (${EMITTED_LATENCIES}) AS per_event`,
+    [fromMs, toMs],
+  );
+  return { events: row.events, p50: row.p50, p99: row.p99, max: row.max };
+}
+
 /**
  * Follow-up events per transactional event: `ctx.emit` writes one in the handler's transaction,
  * so each `tx` event must have exactly one, however often its handler was cut short.

@@ -12,6 +12,11 @@ export interface ChildConfig {
   handlerDelayMs?: number;
   /** A deliberate fault to prove the suite notices it (see breaks.ts). */
   breakMode?: string;
+  /**
+   * Serve `GET /health` (readiness: OutboxHealthIndicator) and `GET /health/live` (liveness:
+   * OutboxLivenessIndicator) through Terminus on 127.0.0.1 at this port, as a pod does.
+   */
+  httpPort?: number;
 }
 
 /**
@@ -33,7 +38,14 @@ export type Command =
   | { cmd: 'health' }
   | { cmd: 'start-dispatcher' }
   | { cmd: 'emit'; count: number; batch: number; kind: EventKind; slowMs?: number }
-  | { cmd: 'stream-start'; perSecond: number; batch: number; kind?: EventKind }
+  /** `slow`: a `share` of the batches are `slow` events whose handlers take `ms`. */
+  | {
+      cmd: 'stream-start';
+      perSecond: number;
+      batch: number;
+      kind?: EventKind;
+      slow?: { share: number; ms: number };
+    }
   | { cmd: 'stream-stop' }
   /** `producers` loops, each emitting its transactions one after another into random keys. */
   | {
@@ -64,6 +76,8 @@ export type Reply =
 /** Unprompted messages from a child, keyed by `notice`. */
 export type Notice =
   | { notice: 'ready'; bootMs: number }
+  /** Sent as SIGTERM handling begins; `at` is that moment, in `Date.now()` ms. */
+  | { notice: 'shutting-down'; at: number }
   | { notice: 'dispatcher-stopped'; afterSignalMs: number }
   | { notice: 'closed'; afterSignalMs: number };
 
@@ -76,6 +90,8 @@ export interface WorkerStatus {
   listener: string;
   /** When the dispatcher last completed a drain (claim answered), in `Date.now()` ms. */
   lastDrainAt: number | null;
+  /** Claimed events waiting in the local queue for a slot (unstarted: a stop gives them back). */
+  queued: number;
 }
 
 export interface WorkerHealth {

@@ -45,9 +45,21 @@ export class Producer {
     return report;
   }
 
-  /** Emits `batch` events per transaction at about `perSecond` until stopped; failures are retried by the next batch. */
-  startStream(perSecond: number, batch: number, kind: EventKind = 'work'): void {
-    this.begin(1, (1000 * batch) / perSecond, () => this.emitBatch(batch, kind));
+  /**
+   * Emits `batch` events per transaction at about `perSecond` until stopped; failures are retried
+   * by the next batch. With `slow`, that share of the batches are `slow` events of `slow.ms`.
+   */
+  startStream(
+    perSecond: number,
+    batch: number,
+    kind: EventKind = 'work',
+    slow?: { share: number; ms: number },
+  ): void {
+    this.begin(1, (1000 * batch) / perSecond, () =>
+      slow && Math.random() < slow.share
+        ? this.emitBatch(batch, 'slow', slow.ms)
+        : this.emitBatch(batch, kind),
+    );
   }
 
   /**

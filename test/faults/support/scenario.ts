@@ -12,6 +12,8 @@ export interface WorkerOptions {
   handlerDelayMs?: number;
   /** Leave the dispatcher stopped until the runner sends `start-dispatcher`. */
   holdDispatcher?: boolean;
+  /** Serve `/health` and `/health/live` over HTTP on this port (see ChildConfig). */
+  httpPort?: number;
 }
 
 export interface ScenarioContext {

@@ -1,8 +1,21 @@
-import { Module, type DynamicModule, type INestApplicationContext } from '@nestjs/common';
+import {
+  Controller,
+  Get,
+  Module,
+  type DynamicModule,
+  type INestApplicationContext,
+  type LogLevel,
+} from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { Pool } from 'pg';
-import { OUTBOX_ENTITIES, OutboxModule } from '@app/outbox';
+import {
+  OUTBOX_ENTITIES,
+  OutboxHealthIndicator,
+  OutboxLivenessIndicator,
+  OutboxModule,
+} from '@app/outbox';
 import { FAULT_CONFIG, FAULT_RECORDS, FaultHandlers } from './fault-handlers';
 import type { ChildConfig } from './ipc';
 
@@ -10,6 +23,28 @@ import type { ChildConfig } from './ipc';
 export const WORKER_APPLICATION_NAME = 'faults-worker';
 export const PRODUCER_APPLICATION_NAME = 'faults-producer';
 export const RECORDS_APPLICATION_NAME = 'faults-records';
+
+/** A pod's probes, as the README shows them: readiness at `/health`, liveness at `/health/live`. */
+@Controller('health')
+class FaultHealthController {
+  constructor(
+    private readonly health: HealthCheckService,
+    private readonly outbox: OutboxHealthIndicator,
+    private readonly liveness: OutboxLivenessIndicator,
+  ) {}
+
+  @Get()
+  @HealthCheck()
+  ready() {
+    return this.health.check([() => this.outbox.isHealthy('outbox', { timeoutMs: 1000 })]);
+  }
+
+  @Get('live')
+  @HealthCheck()
+  live() {
+    return this.health.check([() => this.liveness.isAlive('outbox')]);
+  }
+}
 
 @Module({})
 class FaultAppModule {
@@ -36,7 +71,9 @@ class FaultAppModule {
         OutboxModule.forRoot(
           worker ? config.outbox : { autoStart: false, listen: { enabled: false } },
         ),
+        ...(config.httpPort === undefined ? [] : [TerminusModule.forRoot({ logger: false })]),
       ],
+      controllers: config.httpPort === undefined ? [] : [FaultHealthController],
       // The producer registers the handlers too, never running them (its dispatcher is off):
       // an emit sequences the events of ordered handlers only when its own app has them.
       providers: [
@@ -53,7 +90,10 @@ export interface FaultApp {
   records: Pool | undefined;
 }
 
-/** Warnings and errors only: the runner keeps them to explain failures and count timeouts. */
+/**
+ * Warnings and errors only: the runner keeps them to explain failures and count timeouts. With
+ * `httpPort`, an HTTP application listening there (its server closes with `app.close()`).
+ */
 export async function createFaultApp(config: ChildConfig): Promise<FaultApp> {
   const records =
     config.role === 'worker'
@@ -65,9 +105,12 @@ export async function createFaultApp(config: ChildConfig): Promise<FaultApp> {
       : undefined;
   // A pooled client the server terminates while idle reports it here; the pool replaces it.
   records?.on('error', () => undefined);
-  const app = await NestFactory.createApplicationContext(FaultAppModule.for(config, records), {
-    logger: ['error', 'warn'],
-    abortOnError: false,
-  });
+  const module = FaultAppModule.for(config, records);
+  const options = { logger: ['error', 'warn'] as LogLevel[], abortOnError: false };
+  if (config.httpPort === undefined) {
+    return { app: await NestFactory.createApplicationContext(module, options), records };
+  }
+  const app = await NestFactory.create(module, options);
+  await app.listen(config.httpPort, '127.0.0.1');
   return { app, records };
 }

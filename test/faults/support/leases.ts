@@ -1,0 +1,75 @@
+import type { FaultDatabase } from './database';
+
+/**
+ * A log of lease changes, written by a trigger on `outbox_event` that only the scenario that
+ * installs it has: `claim` (attempts up, a lease set), `release` (a claimed event given back
+ * unstarted: attempts down, lease cleared) and `settle` (lease cleared, attempts kept). The
+ * engine's statements are the real ones; the log only watches them.
+ */
+const LEASE_LOG = `
+  CREATE TABLE fault_lease (
+    id bigserial PRIMARY KEY,
+    event_id uuid NOT NULL,
+    kind text NOT NULL,
+    at timestamptz NOT NULL DEFAULT clock_timestamp()
+  );
+  CREATE INDEX fault_lease_event_idx ON fault_lease (event_id, at);
+  CREATE FUNCTION fault_lease_log() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    INSERT INTO fault_lease (event_id, kind)
+    VALUES (NEW.id, CASE WHEN NEW.attempts > OLD.attempts THEN 'claim'
+                         WHEN NEW.attempts < OLD.attempts THEN 'release'
+                         ELSE 'settle' END);
+    RETURN NULL;
+  END $$;
+  CREATE TRIGGER fault_lease_log AFTER UPDATE ON outbox_event FOR EACH ROW
+  WHEN (NEW.attempts <> OLD.attempts
+        OR (OLD.lease_expires_at IS NOT NULL AND NEW.lease_expires_at IS NULL))
+  EXECUTE FUNCTION fault_lease_log();
+`;
+
+export async function logLeases(db: FaultDatabase): Promise<void> {
+  await db.query(LEASE_LOG);
+}
+
+export interface GiveBacks {
+  /** Events given back unstarted. */
+  released: number;
+  /** Of those, taken again by a claim. */
+  taken: number;
+  /** Release to the next claim of the same event, in ms. */
+  medianMs: number | null;
+  maxMs: number | null;
+  /** Claims of an event whose previous claim was neither settled nor released: its lease ran out. */
+  leaseExpiries: number;
+}
+
+/** What happened after each give-back, and how many claims had to wait for a lease to end. */
+export async function giveBacks(db: FaultDatabase): Promise<GiveBacks> {
+  const [row] = await db.query(`
+    WITH ordered AS (
+      SELECT event_id, kind, at,
+             lag(kind) OVER (PARTITION BY event_id ORDER BY at, id) AS before,
+             lead(kind) OVER (PARTITION BY event_id ORDER BY at, id) AS after,
+             lead(at) OVER (PARTITION BY event_id ORDER BY at, id) AS after_at
+      FROM fault_lease
+    ),
+    released AS (
+      SELECT extract(epoch FROM after_at - at) * 1000 AS ms, after = 'claim' AS taken
+      FROM ordered WHERE kind = 'release'
+    )
+    SELECT (SELECT count(*)::int FROM released) AS released,
+           (SELECT count(*) FILTER (WHERE taken)::int FROM released) AS taken,
+           (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) FROM released WHERE taken)::float8
+             AS median_ms,
+           (SELECT max(ms) FROM released WHERE taken)::float8 AS max_ms,
+           (SELECT count(*)::int FROM ordered WHERE kind = 'claim' AND before = 'claim')
+             AS lease_expiries`);
+  return {
+    released: row.released,
+    taken: row.taken,
+    medianMs: row.median_ms,
+    maxMs: row.max_ms,
+    leaseExpiries: row.lease_expiries,
+  };
+}
