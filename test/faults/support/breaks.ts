@@ -1,4 +1,4 @@
-import { EventDispatcher, OutboxRepository } from '@app/outbox';
+import { EventDispatcher, OutboxDispatcher, OutboxRepository } from '@app/outbox';
 import type { DataSource } from 'typeorm';
 
 /**
@@ -17,6 +17,10 @@ export const BREAK_MODES = {
   'no-lease-guard': 'the claim takes rows another worker still holds',
   /** A transactional handler's writes go through the DataSource, outside its transaction. */
   'tx-autocommit': "a transactional handler's writes autocommit instead of joining its transaction",
+  /** The release statement matches no row: events given back at shutdown keep their lease. */
+  'no-release': 'a stopping worker gives nothing back: its unstarted claims wait for their lease',
+  /** The dispatcher says `running` while it stops, so readiness stays up during shutdown. */
+  'ready-while-stopping': 'readiness stays 200 while the dispatcher stops',
 } as const;
 
 export type BreakMode = keyof typeof BREAK_MODES;
@@ -44,6 +48,9 @@ export const breaks = {
 const LEASE_GUARD =
   /,\s*(?:--[^\n]*\n\s*)*next_attempt_at = now\(\) \+ make_interval\(secs => \$2 \/ 1000\.0\)/;
 
+/** The release's row condition; `AND false` after it makes it match nothing. */
+const RELEASED_ROWS = /AND e\.dispatched_at IS NULL/;
+
 /** Installs the library-side modes in this process, before the app is created. */
 export function installBreak(mode: string | undefined): void {
   if (mode === 'ignore-deliveries') {
@@ -67,6 +74,33 @@ export function installBreak(mode: string | undefined): void {
         invoke: (transaction) => request.invoke({ ...transaction, manager: dataSource.manager }),
       });
     };
+  }
+  if (mode === 'no-release') {
+    // Loaded for this mode only, like HandlerTransactions above.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { StoreClient } = require('@app/outbox/store/store.client') as {
+      StoreClient: typeof import('@app/outbox/store/store.client').StoreClient;
+    };
+    const proto = StoreClient.prototype as unknown as {
+      run: (operation: string, sql: string, ...rest: unknown[]) => unknown;
+    };
+    const run = proto.run;
+    proto.run = function (this: unknown, operation, sql, ...rest) {
+      const statement = operation === 'release' ? sql.replace(RELEASED_ROWS, '$& AND false') : sql;
+      if (operation === 'release' && statement === sql) {
+        throw new Error('no-release: the release statement no longer has the expected condition');
+      }
+      return run.call(this, operation, statement, ...rest);
+    };
+  }
+  if (mode === 'ready-while-stopping') {
+    const state = Object.getOwnPropertyDescriptor(OutboxDispatcher.prototype, 'state')!.get!;
+    Object.defineProperty(OutboxDispatcher.prototype, 'state', {
+      get(this: OutboxDispatcher) {
+        const current = state.call(this) as OutboxDispatcher['state'];
+        return current === 'stopping' ? 'running' : current;
+      },
+    });
   }
   if (mode === 'no-lease-guard') {
     // `own` is the repository's private runner of its own statements; only this process's
