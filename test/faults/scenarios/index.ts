@@ -6,6 +6,7 @@ import { ordering } from './ordering';
 import { pgRestart } from './pg-restart';
 import { poison } from './poison';
 import { poolerRestart } from './pooler-restart';
+import { rollingDeploy } from './rolling-deploy';
 import { sigkill } from './sigkill';
 import { sigterm } from './sigterm';
 import { terminateBackends } from './terminate-backends';
@@ -26,4 +27,5 @@ export const SCENARIOS: Scenario[] = [
   ordering,
   mixedVersions,
   poolerRestart,
+  rollingDeploy,
 ];
