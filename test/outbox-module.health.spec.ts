@@ -266,6 +266,21 @@ describe('OutboxHealthIndicator over HTTP', () => {
 });
 
 describe('OutboxHealthIndicator while the app shuts down', () => {
+  /** Emits one event and waits until its handler runs (held open by the test's gate). */
+  async function emitAndRun(app: INestApplication): Promise<void> {
+    await app
+      .get(DataSource)
+      .transaction((manager) =>
+        app
+          .get(OutboxPublisher)
+          .emit(
+            { type: 'member.invited', aggregateType: 'member', aggregateId: 'm-1', payload: {} },
+            { manager },
+          ),
+      );
+    await eventually('the handler is running', () => handled === 1);
+  }
+
   it('is down (503) with state stopping while close() waits for a running handler', async () => {
     const gate = deferred();
     hold = gate.promise;
@@ -273,17 +288,7 @@ describe('OutboxHealthIndicator while the app shuts down', () => {
     const dispatcher = app.get(OutboxDispatcher);
     let closing: Promise<void> | undefined;
     try {
-      await app
-        .get(DataSource)
-        .transaction((manager) =>
-          app
-            .get(OutboxPublisher)
-            .emit(
-              { type: 'member.invited', aggregateType: 'member', aggregateId: 'm-1', payload: {} },
-              { manager },
-            ),
-        );
-      await eventually('the handler is running', () => handled === 1);
+      await emitAndRun(app);
 
       closing = app.close();
       await eventually('the dispatcher is stopping', () => dispatcher.state === 'stopping');
@@ -312,17 +317,7 @@ describe('OutboxHealthIndicator while the app shuts down', () => {
     const locker = await db.connect();
     let closing: Promise<void> | undefined;
     try {
-      await app
-        .get(DataSource)
-        .transaction((manager) =>
-          app
-            .get(OutboxPublisher)
-            .emit(
-              { type: 'member.invited', aggregateType: 'member', aggregateId: 'm-1', payload: {} },
-              { manager },
-            ),
-        );
-      await eventually('the handler is running', () => handled === 1);
+      await emitAndRun(app);
       // The probe's state query waits on the lock while the app is still running.
       await locker.query('BEGIN');
       await locker.query('LOCK TABLE outbox_event IN ACCESS EXCLUSIVE MODE');
