@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import {
   OutboxDispatcher,
@@ -79,7 +80,8 @@ export class OutboxLivenessIndicator implements OnApplicationShutdown {
       overdueSlotsMs,
     } = this.options.liveness;
     const state = this.dispatcher.state;
-    const now = Date.now();
+    // The engine's times are on the monotonic clock: a wall clock stepped by NTP is no wedge.
+    const now = performance.now();
     // Only a running engine is judged: a stopping one is shutdown's to finish (readiness reports
     // it), and an idle or stopped one has no loop that could wedge.
     const progress = state === 'running' ? this.dispatcher.progress : null;

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 /**
  * Claims in flight at once. A slot that frees while a claim is out need not wait for that claim
  * and then its own: under load a second claim takes it at once, and slots freed meanwhile still
@@ -10,7 +11,7 @@ const MAX_CLAIMS_IN_FLIGHT = 2;
  * when each was sent: liveness reads how long the oldest has been out.
  */
 export class ClaimsInFlight {
-  /** Each claim and the `Date.now()` it was sent at, oldest first (a Map keeps that order). */
+  /** Each claim and the `performance.now()` it was sent at, oldest first (a Map keeps that order). */
   private readonly out = new Map<Promise<void>, number>();
 
   /** As many claims are out as may be at once. */
@@ -18,14 +19,15 @@ export class ClaimsInFlight {
     return this.out.size >= MAX_CLAIMS_IN_FLIGHT;
   }
 
-  /** When the oldest claim still out was sent (epoch ms), or null when none is. */
+  /** When the oldest claim still out was sent (`performance.now()`), or null when none is. */
   get oldestSentAt(): number | null {
     for (const sentAt of this.out.values()) return sentAt;
     return null;
   }
 
-  add(claim: Promise<void>, sentAt: number): void {
-    this.out.set(claim, sentAt);
+  /** A claim just sent. */
+  add(claim: Promise<void>): void {
+    this.out.set(claim, performance.now());
   }
 
   delete(claim: Promise<void>): void {

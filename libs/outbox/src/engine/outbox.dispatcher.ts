@@ -60,7 +60,7 @@ export interface OutboxSlots {
   overdue: number;
 }
 
-/** What liveness reads of the engine's progress (`Date.now()` times; null: nothing of the kind). */
+/** What liveness reads of the engine's progress (`performance.now()` times, a clock NTP never steps; null: nothing of the kind). */
 export interface EngineProgress {
   /** When the loop's oldest claim still waiting for its answer was sent. */
   oldestClaimSentAt: number | null;

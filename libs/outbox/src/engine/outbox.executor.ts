@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { EventDispatcher, HandlerWithPolicy } from '../handlers/event.dispatcher';
 import { handlerRetryDelayMs } from '../handlers/handler.policy';
 import type { OutboxCompleter } from './outbox.completer';
@@ -36,7 +37,7 @@ export type ExecutionResult = { settle: Settle; result: SettleResult } | 'abando
  */
 export class OutboxExecutor {
   private busy = 0;
-  /** Each overdue event's run, and since when (`Date.now()`) it has been overdue. */
+  /** Each overdue event's run, and since when (`performance.now()`) it has been overdue. */
   private readonly late = new Map<object, number>();
   private readonly chains = new KeyChains();
   private readonly idleWaiters = new Set<() => void>();
@@ -59,7 +60,7 @@ export class OutboxExecutor {
   }
 
   /**
-   * When the most recent of the events overdue now went past its budget (epoch ms), or null:
+   * When the most recent of the events overdue now went past its budget (`performance.now()`), or null:
    * once every slot is overdue, the time since which none has been free.
    */
   get lastOverdueAt(): number | null {
@@ -134,7 +135,8 @@ export class OutboxExecutor {
       this.onSlotFree();
     });
     return run.outcomes.then((outcomes) => {
-      if (!ended && outcomes.some((o) => !o.ok && o.timedOut)) this.late.set(token, Date.now());
+      if (!ended && outcomes.some((o) => !o.ok && o.timedOut))
+        this.late.set(token, performance.now());
       // Handlers cut short by a shutdown did not fail: the event keeps its lease and is claimed
       // again after it, so the handlers that were running get a fair new try.
       if (

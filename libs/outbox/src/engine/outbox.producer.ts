@@ -120,7 +120,7 @@ export class OutboxProducer {
     for (const event of this.queue.drain()) this.giveBack(event);
   }
 
-  /** When the loop's oldest claim still out was sent (epoch ms), or null. */
+  /** When the loop's oldest claim still out was sent (`performance.now()`), or null. */
   get oldestClaimSentAt(): number | null {
     return this.claims.oldestSentAt;
   }
@@ -286,7 +286,7 @@ export class OutboxProducer {
         this.pump();
       });
     // Sent in this same turn: `claim` ran up to its first await when it was called.
-    this.claims.add(claim, Date.now());
+    this.claims.add(claim);
   }
 
   /** Starts queued events while slots are free; those past their `startBy` go back. */

@@ -1,4 +1,5 @@
 import { NEVER_DUE } from './outbox-row.sql';
+import { WAKE_PAYLOAD } from './wake-payload.sql';
 /**
  * What the admin listing, the health probe and the metrics read of per-key ordering. Each read
  * follows a small partial index of migration 1773, so its cost does not grow with the backlog.
@@ -109,7 +110,7 @@ export const WAKE_STRANDED = `
          (SELECT count(*) FROM woken)::int AS woken,
          (SELECT coalesce(array_agg(handler ORDER BY handler, key), '{}') FROM pairs) AS handlers,
          (SELECT coalesce(array_agg(key ORDER BY handler, key), '{}') FROM pairs) AS keys,
-         CASE WHEN EXISTS (SELECT 1 FROM woken) THEN pg_notify($3, '') END AS notified
+         CASE WHEN EXISTS (SELECT 1 FROM woken) THEN pg_notify($3, ${WAKE_PAYLOAD}) END AS notified
 `;
 
 /**
@@ -127,6 +128,7 @@ export const RECOUNT_WAITS = `
   UPDATE outbox_ordering_wait AS w
   SET waiting = (SELECT count(*) FROM outbox_event AS e
                  WHERE e.ordering_key = w.key
+                   AND e.ordering_position IS NOT NULL
                    AND e.dispatched_at IS NULL
                    AND e.discarded_at IS NULL
                    AND w.handler = ANY (e.ordered_for))
