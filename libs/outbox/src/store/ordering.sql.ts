@@ -135,43 +135,53 @@ export const RECOUNT_WAITS = `
   WHERE (w.handler, w.key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 `;
 
-/**
- * Forgets the keys nothing is left to do in: their row in `outbox_ordering_key`, so the next
- * emit into such a key starts its places again from 1, with no event of the key left to come
- * after. Keys after $1, $2 of them, in key order; a key an emit holds is skipped. Two statements
- * in one transaction: the keys are locked first and noted in a setting of the transaction, then
- * checked by a statement whose snapshot is taken after the locks, so an emit into the key that
- * committed before them is seen. (One statement would judge with a snapshot older than its
- * locks, and could forget a key whose next event had just committed: the key's places would
- * then start again below that event's.) Returns how many keys it read and the last one (the next
- * batch's $1).
- */
-export const FORGET_DONE_KEYS = `
-  WITH locked AS (
-    SELECT k.key FROM outbox_ordering_key AS k
-    WHERE ($1::text IS NULL OR k.key > $1::text)
-    ORDER BY k.key
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-  )
-  SELECT count(*)::int AS scanned, max(key) AS last,
-         set_config('outbox.forget_keys', coalesce(json_agg(key), '[]')::text, true) AS noted
-  FROM locked;
-  DELETE FROM outbox_ordering_key AS k
-  WHERE k.key IN (SELECT jsonb_array_elements_text(current_setting('outbox.forget_keys')::jsonb))
-    AND NOT EXISTS (
+/** Whether key `k` has an event still to be done (`outbox_event_ordering_idx`). */
+const KEY_HAS_EVENTS_TO_DO = `EXISTS (
       SELECT 1 FROM outbox_event AS e
       WHERE e.ordering_key = k.key
         AND e.ordering_position IS NOT NULL
         AND e.dispatched_at IS NULL
-        AND e.discarded_at IS NULL)
+        AND e.discarded_at IS NULL)`;
+
+/**
+ * Forgets the keys nothing is left to do in: their row in `outbox_ordering_key`, so the next
+ * emit into such a key starts its places again from 1, with no event of the key left to come
+ * after. Reads $2 keys after $1, in key order, without locks; locks those that look done,
+ * skipping any an emit holds (the keys in use are read, never written). Two statements in one
+ * transaction: the locked keys are noted in a setting of the transaction, then checked again by
+ * a statement whose snapshot is taken after the locks, so an emit into the key that committed
+ * before them is seen. (One statement would judge with a snapshot older than its locks, and
+ * could forget a key whose next event had just committed: the key's places would then start
+ * again below that event's.) Returns how many keys it read and the last one (the next batch's
+ * $1).
+ */
+export const FORGET_DONE_KEYS = `
+  WITH page AS MATERIALIZED (
+    SELECT k.key FROM outbox_ordering_key AS k
+    WHERE ($1::text IS NULL OR k.key > $1::text)
+    ORDER BY k.key
+    LIMIT $2
+  ),
+  locked AS (
+    SELECT k.key FROM outbox_ordering_key AS k
+    WHERE k.key IN (SELECT key FROM page)
+      AND NOT ${KEY_HAS_EVENTS_TO_DO}
+    FOR UPDATE SKIP LOCKED
+  )
+  SELECT (SELECT count(*) FROM page)::int AS scanned,
+         (SELECT key FROM page ORDER BY key DESC LIMIT 1) AS last,
+         set_config('outbox.forget_keys',
+                    coalesce((SELECT json_agg(key) FROM locked), '[]')::text, true) AS noted;
+  DELETE FROM outbox_ordering_key AS k
+  WHERE k.key IN (SELECT jsonb_array_elements_text(current_setting('outbox.forget_keys')::jsonb))
+    AND NOT ${KEY_HAS_EVENTS_TO_DO}
 `;
 
 /**
  * Deletes wait rows at 0 (no event of the key to be done for the handler; an emit makes the row
- * again): $2 of them after ($1 handler, key) in key order, skipping those an emit or a settle
- * holds. A row changed since the statement began is tested on its latest version. Returns how
- * many rows it read and the last one.
+ * again): reads $2 rows after ($1 handler, key) in key order without locks, and deletes those at
+ * 0, skipping any an emit or a settle holds. A row changed since the statement began is tested
+ * on its latest version. Returns how many rows it read and the last one.
  */
 export const FORGET_IDLE_WAITS = `
   WITH page AS MATERIALIZED (
@@ -179,12 +189,17 @@ export const FORGET_IDLE_WAITS = `
     WHERE $1::text[] IS NULL OR (w.handler, w.key) > (($1::text[])[1], ($1::text[])[2])
     ORDER BY w.handler, w.key
     LIMIT $2
+  ),
+  idle AS (
+    SELECT w.handler, w.key FROM outbox_ordering_wait AS w
+    WHERE (w.handler, w.key) IN (SELECT handler, key FROM page)
+      AND w.waiting = 0
     FOR UPDATE SKIP LOCKED
   ),
   forgotten AS (
     DELETE FROM outbox_ordering_wait AS w
-    USING page
-    WHERE w.handler = page.handler AND w.key = page.key AND w.waiting = 0
+    USING idle
+    WHERE w.handler = idle.handler AND w.key = idle.key AND w.waiting = 0
   )
   SELECT count(*)::int AS scanned,
          (SELECT ARRAY[handler, key] FROM page ORDER BY handler DESC, key DESC LIMIT 1) AS last
