@@ -1,14 +1,7 @@
 import { Injectable, type INestApplication } from '@nestjs/common';
-import { DataSource } from 'typeorm';
-import {
-  OnOutboxEvent,
-  OutboxPublisher,
-  OutboxRetentionSweeper,
-  type NewOutboxEvent,
-  type OutboxEvent,
-} from '@app/outbox';
+import { OnOutboxEvent, OutboxRetentionSweeper, type OutboxEvent } from '@app/outbox';
 import { drainUntilIdle } from '@app/outbox/testing';
-import { createOutboxApp } from './support/outbox-app';
+import { createOutboxApp, emitCommitted } from './support/outbox-app';
 import { useTestDatabase } from './support/test-database';
 
 /**
@@ -55,19 +48,21 @@ afterAll(async () => {
   await plain?.close();
 });
 
-it('an instance without ordered handlers wakes the events parked behind one it settles', async () => {
-  const events: NewOutboxEvent[] = [1, 2, 3].map((n) => ({
-    type: 'account.credited',
-    aggregateType: 'account',
-    aggregateId: '42',
-    payload: { n },
-  }));
-  // One transaction per event: the second and third are parked behind the first.
-  for (const event of events) {
-    await ordering
-      .get(DataSource)
-      .transaction((manager) => ordering.get(OutboxPublisher).emit(event, { manager }));
+/** Credits `account` with each of `numbers`, one committed transaction per event. */
+async function credit(account: string, ...numbers: number[]) {
+  for (const n of numbers) {
+    await emitCommitted(ordering, {
+      type: 'account.credited',
+      aggregateType: 'account',
+      aggregateId: account,
+      payload: { n },
+    });
   }
+}
+
+it('an instance without ordered handlers wakes the events parked behind one it settles', async () => {
+  // One transaction per event: the second and third are parked behind the first.
+  await credit('42', 1, 2, 3);
   const drained = await drainUntilIdle(plain);
   expect(seen).toEqual([1, 2, 3]);
   expect(drained.claims).toBeGreaterThanOrEqual(3);
@@ -77,17 +72,7 @@ it('an instance without ordered handlers wakes the events parked behind one it s
 
 it('the sweep wakes an event parked behind one settled without telling its key', async () => {
   seen.length = 0;
-  const events: NewOutboxEvent[] = [7, 8].map((n) => ({
-    type: 'account.credited',
-    aggregateType: 'account',
-    aggregateId: '43',
-    payload: { n },
-  }));
-  for (const event of events) {
-    await ordering
-      .get(DataSource)
-      .transaction((manager) => ordering.get(OutboxPublisher).emit(event, { manager }));
-  }
+  await credit('43', 7, 8);
   // The head delivered by an instance of a version without per-key ordering: no done.
   await t.sql.query(
     `UPDATE outbox_event SET dispatched_at = now() WHERE aggregate_id = '43' AND payload->>'n' = '7'`,
@@ -102,17 +87,7 @@ it('the sweep wakes an event parked behind one settled without telling its key',
     `SELECT waiting::int FROM outbox_ordering_wait WHERE key = 'account:43'`,
   );
   expect(rows).toEqual([{ waiting: 0 }]);
-  await ordering.get(DataSource).transaction((manager) =>
-    ordering.get(OutboxPublisher).emit(
-      {
-        type: 'account.credited',
-        aggregateType: 'account',
-        aggregateId: '43',
-        payload: { n: 9 },
-      },
-      { manager },
-    ),
-  );
+  await credit('43', 9);
   await drainUntilIdle(ordering);
   expect(seen).toEqual([8, 9]);
 });
