@@ -245,12 +245,11 @@ it('lists a key once, at its head, when an event behind the head is dead for ano
   const admin = app.get(OutboxAdmin);
   const blocked = await admin.blockedKeys({ key: 'k6' });
   expect(blocked.items.map((b) => [b.handler, b.waiting])).toEqual([['ledger', 1]]);
-  expect(calls.filter((c) => c.key === 'k6').map((c) => [c.handler, c.n])).toEqual([
-    ['ledger', 40],
-    ['mailer', 41],
-    ['ledger', 40],
-    ['mailer', 41],
-  ]);
+  // Each handler's runs are in order; the two handlers' runs interleave as they please.
+  const runsOf = (handler: string) =>
+    calls.filter((c) => c.key === 'k6' && c.handler === handler).map((c) => c.n);
+  expect(runsOf('ledger')).toEqual([40, 40]);
+  expect(runsOf('mailer')).toEqual([41, 41]);
   // The event behind waits for the head without coming back to a claim in the meantime.
   const behind = `SELECT attempts, dead_at IS NOT NULL AS dead FROM outbox_event
                   WHERE ordering_key = 'k6' AND payload->>'n' = '41'`;
@@ -258,9 +257,7 @@ it('lists a key once, at its head, when an event behind the head is dead for ano
 
   await admin.discard({ ids: [blocked.items[0].eventId] }, { reason: 'poison' });
   await drainUntilQuiet();
-  expect(calls.filter((c) => c.key === 'k6' && c.handler === 'ledger').map((c) => c.n)).toEqual([
-    40, 40, 41,
-  ]);
+  expect(runsOf('ledger')).toEqual([40, 40, 41]);
   // Delivered to the ledger, it is dead for the mailer alone.
   expect((await t.sql.query(behind)).rows).toEqual([{ attempts: 4, dead: true }]);
 });
