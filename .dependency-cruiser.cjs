@@ -82,6 +82,18 @@ module.exports = {
       'Transactional handlers record deliveries through their own store.',
     ),
     apart(
+      'bridge-uses-the-outbox-as-an-app-does',
+      'bridge/',
+      '(engine|store|admin|testing)/',
+      'A relay is a named handler and an inbox an emitter: neither reaches below the public parts.',
+    ),
+    apart(
+      'nothing-needs-the-bridge',
+      '(engine|handlers|emit|store|admin|testing|telemetry|common)/',
+      'bridge/',
+      'Brokers are an add-on: the outbox works the same without them.',
+    ),
+    apart(
       'no-entry-inside',
       '(?!index\\.ts$)',
       'index\\.ts$',

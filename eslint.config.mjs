@@ -11,6 +11,7 @@ export default tseslint.config(
       'coverage/**',
       '.data/**',
       'jest.config.js',
+      'jest.brokers.config.js',
       'eslint.config.mjs',
       '.dependency-cruiser.cjs',
       // Apps with their own dependencies, type-checked against the packed tarball by CI.

@@ -14,6 +14,8 @@ module.exports = {
     '^@app/outbox/(.*)$': '<rootDir>/libs/outbox/src/$1',
   },
   modulePathIgnorePatterns: ['<rootDir>/libs/outbox/dist'],
+  // Need real brokers: `npm run test:brokers` (jest.brokers.config.js).
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/brokers/'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   setupFilesAfterEnv: ['<rootDir>/test/support/log-guard.setup.ts'],
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',

@@ -114,6 +114,8 @@ const providers: Provider[] = [
     OutboxRepository,
     OutboxRetentionSweeper,
     OUTBOX_OPTIONS,
+    // For an inbox: it emits in transactions of its own on the outbox's DataSource.
+    OUTBOX_DATA_SOURCE,
   ],
 })
 export class OutboxModule extends ConfigurableOutboxModule {

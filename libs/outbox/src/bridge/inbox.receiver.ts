@@ -1,0 +1,121 @@
+import { Logger } from '@nestjs/common';
+import type { DataSource } from 'typeorm';
+import { scrubError } from '../common/scrub-error.util';
+import type { OutboxPublisher } from '../emit/outbox.publisher';
+import {
+  InvalidOutboxEventError,
+  OutboxEventConflictError,
+  OutboxPayloadNotSerializableError,
+} from '../outbox.errors';
+import type { NewOutboxEvent } from '../outbox-event.types';
+import type { InboxDelivery, InboxMapper } from './bridge.types';
+import { InboxMessageRejection, relayedEvent } from './inbox-event.mapping';
+
+export interface InboxReceiverOptions {
+  name: string;
+  toEvent?: InboxMapper;
+  maxMessageBytes: number;
+  retryDelayMs: number;
+}
+
+type Mapped = { delivery: InboxDelivery; event: NewOutboxEvent };
+
+/**
+ * Stores each batch of broker messages as events of this service's outbox, in one transaction,
+ * and acks them only after it committed. The message id is the event id, so a message the
+ * broker hands over again (its ack was lost, the process died before it) is a duplicate emit:
+ * a no-op while its row is retained. A message that can never be stored is rejected to the
+ * broker's dead letters; one that could not be stored now is handed back for later.
+ */
+export class InboxReceiver {
+  private readonly logger = new Logger('OutboxBridge');
+  readonly counts = { stored: 0, duplicates: 0, rejected: 0, retried: 0 };
+
+  constructor(
+    private readonly options: InboxReceiverOptions,
+    private readonly publisher: OutboxPublisher,
+    private readonly dataSource: DataSource,
+  ) {}
+
+  async receive(batch: InboxDelivery[]): Promise<void> {
+    const mapped: Mapped[] = [];
+    for (const delivery of batch) {
+      const event = await this.map(delivery);
+      if (event) mapped.push({ delivery, event });
+    }
+    if (mapped.length === 0) return;
+    const stored = await this.store(mapped);
+    if (stored.refused === undefined) return;
+    if (mapped.length === 1) return this.reject(mapped[0].delivery, stored.refused);
+    // One bad event refuses the whole batch: store them one by one to find it.
+    for (const one of mapped) {
+      const alone = await this.store([one]);
+      if (alone.refused !== undefined) await this.reject(one.delivery, alone.refused);
+    }
+  }
+
+  private async map(delivery: InboxDelivery): Promise<NewOutboxEvent | undefined> {
+    const { message } = delivery;
+    try {
+      if (message.body.length > this.options.maxMessageBytes) {
+        throw new InboxMessageRejection(
+          `the body has ${message.body.length} bytes, more than maxMessageBytes (${this.options.maxMessageBytes})`,
+        );
+      }
+      return (this.options.toEvent ?? relayedEvent)(message);
+    } catch (error) {
+      await this.reject(delivery, error);
+      return undefined;
+    }
+  }
+
+  /**
+   * Emits and commits, then acks; hands the messages back when the store failed; says why when
+   * the outbox refused an event (invalid, or another event's id), and does nothing more then.
+   */
+  private async store(items: Mapped[]): Promise<{ refused?: unknown }> {
+    let results;
+    try {
+      results = await this.dataSource.transaction((manager) =>
+        this.publisher.emit(
+          items.map((i) => i.event),
+          { manager, returning: 'result' },
+        ),
+      );
+    } catch (error) {
+      if (isRefusal(error)) return { refused: error };
+      this.logger.warn(
+        `Inbox "${this.options.name}": ${items.length} message(s) not stored, handed back: ${scrubError(error)}`,
+      );
+      this.counts.retried += items.length;
+      await Promise.all(items.map((i) => settle(i.delivery.retryLater(this.options.retryDelayMs))));
+      return {};
+    }
+    for (const result of results) this.counts[result.duplicate ? 'duplicates' : 'stored']++;
+    // Committed: an ack lost now only means the broker hands it over again, a duplicate.
+    await Promise.all(items.map((i) => settle(i.delivery.ack())));
+    return {};
+  }
+
+  private async reject(delivery: InboxDelivery, error: unknown): Promise<void> {
+    const reason = scrubError(error, 500);
+    this.counts.rejected++;
+    this.logger.warn(
+      `Inbox "${this.options.name}": message ${delivery.message.id ?? '(no id)'} rejected: ${reason}`,
+    );
+    await settle(delivery.reject(reason));
+  }
+}
+
+function isRefusal(error: unknown): boolean {
+  return (
+    error instanceof InvalidOutboxEventError ||
+    error instanceof OutboxEventConflictError ||
+    error instanceof OutboxPayloadNotSerializableError
+  );
+}
+
+/** Acks and rejects that fail leave the message with the broker, which hands it over again. */
+async function settle(work: Promise<void>): Promise<void> {
+  await work.catch(() => undefined);
+}

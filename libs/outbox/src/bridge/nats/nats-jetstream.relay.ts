@@ -1,0 +1,76 @@
+import type { OutboxEvent } from '../../outbox-event.types';
+import type { OutboxRelayMessage, OutboxRelayTransport } from '../bridge.types';
+import { abortable } from '../abortable';
+import { TransportOptionsCheck, type BrokerConnectionOptions } from '../transport-options';
+import { loadNats, natsLink, serverLabel, type JetStreamClient } from './nats.client';
+
+export interface NatsJetStreamRelayOptions extends BrokerConnectionOptions {
+  /** `nats://host:4222`, or several for a cluster. */
+  servers: string | readonly string[];
+  /**
+   * The subject an event is published on; `outbox.<type>` by default. A stream must capture it:
+   * a subject no stream holds fails the delivery (JetStream answers "no responders").
+   */
+  subject?: (event: OutboxEvent) => string;
+  /** Bound on the wait for the stream's publish ack; 5000 ms by default. */
+  publishTimeoutMs?: number;
+  /** Passed to the client's `connect` as they are: `user`, `pass`, `token`, `tls`, `name`. */
+  connection?: Record<string, unknown>;
+}
+
+/**
+ * Relays events to a JetStream stream. An event is delivered when the stream acks it. Each
+ * message carries `Nats-Msg-Id` = the event id, so a republish after a crash between the ack and
+ * the settle is dropped by the stream's duplicate window (2 minutes unless the stream says
+ * otherwise) and reported as a duplicate ack, which counts as delivered.
+ */
+export function natsJetStream(options: NatsJetStreamRelayOptions): OutboxRelayTransport {
+  const check = new TransportOptionsCheck('transport', options);
+  check
+    .text('servers', { list: true })
+    .fn('subject')
+    .integer('publishTimeoutMs')
+    .object('connection');
+  const link = check.connection();
+  check.done();
+  const nats = loadNats();
+  const label = `NATS relay (${serverLabel(options.servers)})`;
+  const connection = natsLink(nats, label, options.servers, options.connection ?? {}, link);
+  const subjectOf = options.subject ?? ((event: OutboxEvent) => `outbox.${event.type}`);
+  const timeout = options.publishTimeoutMs ?? 5000;
+  // One JetStream context per client: the link replaces the client after it closes for good.
+  const contexts = new WeakMap<object, JetStreamClient>();
+
+  return {
+    kind: 'nats-jetstream',
+    connect: () => connection.connect(),
+    status: () => connection.status(),
+    close: (timeoutMs) => connection.close(timeoutMs),
+    async publish({ event, headers, body }: OutboxRelayMessage, signal: AbortSignal) {
+      const client = connection.require();
+      const natsHeaders = nats.core.headers();
+      for (const [name, value] of Object.entries(headers)) natsHeaders.set(name, value);
+      let js = contexts.get(client);
+      if (!js) contexts.set(client, (js = nats.jetstream.jetstream(client, { timeout })));
+      const subject = subjectOf(event);
+      await abortable(
+        js.publish(subject, body, { msgID: event.id, headers: natsHeaders, timeout }),
+        signal,
+      ).catch((error: unknown) => {
+        throw noStreamFor(subject, error) ?? error;
+      });
+    },
+  };
+}
+
+/**
+ * A publish nobody answers means no stream holds the subject; the client reports that as
+ * "jetstream is not enabled", which sends the reader of `last_error` the wrong way.
+ */
+function noStreamFor(subject: string, error: unknown): Error | undefined {
+  const name = (error as { name?: unknown })?.name;
+  if (name !== 'JetStreamNotEnabled' && name !== 'NoRespondersError') return undefined;
+  return new Error(`no JetStream stream holds the subject "${subject}" (no responders)`, {
+    cause: error,
+  });
+}

@@ -1,0 +1,125 @@
+import { loadOptionalPackage } from '../../common/optional-package.util';
+import { BrokerLink, type BrokerLinkOptions, type LinkEvents } from '../broker-link';
+
+/*
+ * What the transports use of the NATS packages, declared here: their own declarations reach
+ * some types through subpath exports that a CommonJS build (moduleResolution node10) cannot
+ * follow, which would leave them typed `any`.
+ */
+export interface NatsHeaders {
+  keys(): string[];
+  get(key: string): string;
+  set(key: string, value: string): void;
+}
+
+export interface NatsConnection {
+  status(): AsyncIterable<{ type: string; server?: string }>;
+  closed(): Promise<void | Error>;
+  drain(): Promise<void>;
+}
+
+/** A message a JetStream consumer handed over. */
+export interface JsMessage {
+  headers?: NatsHeaders;
+  data: Uint8Array;
+  subject: string;
+  seq: number;
+  info: { deliveryCount: number };
+  ackAck(options?: { timeout?: number }): Promise<boolean>;
+  nak(delayMs?: number): void;
+  term(reason?: string): void;
+}
+
+export interface JetStreamClient {
+  publish(
+    subject: string,
+    data: Uint8Array,
+    options: { msgID?: string; headers?: NatsHeaders; timeout?: number },
+  ): Promise<{ duplicate: boolean }>;
+  consumers: {
+    get(
+      stream: string,
+      consumer: string,
+    ): Promise<{
+      consume(options: {
+        max_messages: number;
+        callback: (message: JsMessage) => void;
+      }): Promise<{ close(): Promise<void | Error> }>;
+    }>;
+  };
+}
+
+export interface NatsPackages {
+  core: {
+    connect(options: Record<string, unknown>): Promise<NatsConnection>;
+    headers(): NatsHeaders;
+    nanos(ms: number): number;
+  };
+  jetstream: {
+    jetstream(connection: NatsConnection, options?: { timeout?: number }): JetStreamClient;
+    jetstreamManager(connection: NatsConnection): Promise<{
+      consumers: {
+        info(stream: string, consumer: string): Promise<unknown>;
+        add(stream: string, config: Record<string, unknown>): Promise<unknown>;
+      };
+    }>;
+    AckPolicy: { Explicit: string };
+  };
+}
+
+/** The NATS client packages, loaded when a NATS transport is created (optional peers). */
+export function loadNats(): NatsPackages {
+  const core = loadOptionalPackage<NatsPackages['core']>('@nats-io/transport-node');
+  const jetstream = loadOptionalPackage<NatsPackages['jetstream']>('@nats-io/jetstream');
+  if (!core || !jetstream) {
+    throw new Error(
+      'A NATS JetStream transport needs the packages @nats-io/transport-node and ' +
+        '@nats-io/jetstream: npm install @nats-io/transport-node @nats-io/jetstream',
+    );
+  }
+  return { core, jetstream };
+}
+
+/** `nats://host:port` of each server, without any credentials a URL may hold. */
+export function serverLabel(servers: string | readonly string[]): string {
+  const list = typeof servers === 'string' ? [servers] : servers;
+  return list.map((s) => s.replace(/\/\/[^@/]*@/, '//')).join(',');
+}
+
+/**
+ * A link to NATS. The client reconnects by itself once connected (forever, with its own jittered
+ * wait) and reports it through its status stream; the link opens a new client only when the
+ * first connection fails or the client closes for good.
+ */
+export function natsLink(
+  nats: NatsPackages,
+  label: string,
+  servers: string | readonly string[],
+  connectOptions: Record<string, unknown>,
+  link: BrokerLinkOptions,
+): BrokerLink<NatsConnection> {
+  return new BrokerLink<NatsConnection>('nats-jetstream', label, link, {
+    open: async (events: LinkEvents) => {
+      const connection = await nats.core.connect({
+        ...connectOptions,
+        servers: typeof servers === 'string' ? servers : [...servers],
+        timeout: link.connectTimeoutMs,
+        reconnect: true,
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: link.reconnect.baseMs,
+      });
+      void follow(connection, events);
+      return connection;
+    },
+    close: (connection) => connection.drain(),
+  });
+}
+
+async function follow(connection: NatsConnection, events: LinkEvents): Promise<void> {
+  for await (const status of connection.status()) {
+    if (status.type === 'disconnect') events.down(new Error(`disconnected from ${status.server}`));
+    else if (status.type === 'reconnect') events.up();
+  }
+  const closed = await connection.closed();
+  events.closed(closed ?? new Error('connection closed'));
+}

@@ -1,0 +1,54 @@
+import { Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import { OnOutboxEvent } from '../handlers/outbox.decorators';
+import type { HandlerContext } from '../handlers/outbox-handler.types';
+import type { OutboxEvent } from '../outbox-event.types';
+import type { OutboxRelayTransport } from './bridge.types';
+import type { OutboxBridgeOptions } from './outbox-bridge.options';
+import { relayMessage } from './relay-message';
+
+/** A relay as the app holds it: its transport, connected at boot and closed at shutdown. */
+export interface OutboxRelay extends OnModuleInit, OnApplicationShutdown {
+  readonly name: string;
+  readonly transport: OutboxRelayTransport;
+  relay(event: OutboxEvent, context: HandlerContext): Promise<void>;
+}
+
+/**
+ * A class of its own per relay, whose `relay` method is the named outbox handler: the explorer
+ * finds it like any `@OnOutboxEvent` method, so a relay has every guarantee a handler has
+ * (deliveries, retries, dead letters, ordering, the module's `handlers` overrides).
+ */
+export function relayClass(options: OutboxBridgeOptions): new () => OutboxRelay {
+  const { name, transport, closeTimeoutMs = 5000 } = options;
+
+  class Relay implements OutboxRelay {
+    private readonly logger = new Logger('OutboxBridge');
+    readonly name = name;
+    readonly transport = transport;
+
+    async onModuleInit(): Promise<void> {
+      await transport.connect();
+    }
+
+    async onApplicationShutdown(): Promise<void> {
+      await transport.close(closeTimeoutMs);
+      this.logger.log(`Relay "${name}" closed its ${transport.kind} connection`);
+    }
+
+    async relay(event: OutboxEvent, context: HandlerContext): Promise<void> {
+      await transport.publish(relayMessage(event), context.signal);
+    }
+  }
+
+  const method = Object.getOwnPropertyDescriptor(Relay.prototype, 'relay')!;
+  OnOutboxEvent(name, {
+    events: options.events,
+    ordered: options.ordered,
+    timeoutMs: options.timeoutMs,
+    retry: options.retry,
+    maxAttempts: options.maxAttempts,
+  })(Relay.prototype, 'relay', method);
+  // Boot errors name the handler's place: `OutboxRelay(to-nats).relay`.
+  Object.defineProperty(Relay, 'name', { value: `OutboxRelay(${name})` });
+  return Relay;
+}
