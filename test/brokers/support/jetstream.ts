@@ -26,8 +26,16 @@ export async function readStream(jsm: JetStreamManager, stream: string): Promise
       subject: m.subject,
       msgId: headers['nats-msg-id'],
       headers,
-      payload: m.json(),
+      payload: parsed(m.string()),
     });
   }
   return out;
+}
+
+function parsed(text: string): StreamMessage['payload'] {
+  try {
+    return JSON.parse(text) as StreamMessage['payload'];
+  } catch {
+    return { key: -1, n: -1, text };
+  }
 }

@@ -98,7 +98,11 @@ export class InboxReceiver {
   }
 
   private async reject(delivery: InboxDelivery, error: unknown): Promise<void> {
-    const reason = scrubError(error, 500);
+    // A rejection of the mapping says what it found, plainly; anything else says what it was.
+    const reason =
+      error instanceof InboxMessageRejection
+        ? scrubError(error.message, 500)
+        : scrubError(error, 500);
     this.counts.rejected++;
     this.logger.warn(
       `Inbox "${this.options.name}": message ${delivery.message.id ?? '(no id)'} rejected: ${reason}`,
