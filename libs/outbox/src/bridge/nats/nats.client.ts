@@ -101,6 +101,10 @@ export function natsLink(
   return new BrokerLink<NatsConnection>('nats-jetstream', label, link, {
     open: async (events: LinkEvents) => {
       const connection = await nats.core.connect({
+        // Pings find a connection that went silent (a black-holed network path) within about
+        // 15 s rather than the client's default 4 minutes; the client then reconnects.
+        pingInterval: 5000,
+        maxPingOut: 2,
         ...connectOptions,
         servers: typeof servers === 'string' ? servers : [...servers],
         timeout: link.connectTimeoutMs,
