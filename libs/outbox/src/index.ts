@@ -185,3 +185,6 @@ export {
   natsJetStreamInbox,
   type NatsJetStreamInboxOptions,
 } from './bridge/nats/nats-jetstream.inbox';
+export { rabbitMq, type RabbitMqRelayOptions } from './bridge/rabbitmq/rabbitmq.relay';
+export { rabbitMqInbox, type RabbitMqInboxOptions } from './bridge/rabbitmq/rabbitmq.inbox';
+export { RabbitMqPublishError } from './bridge/rabbitmq/rabbitmq.client';
