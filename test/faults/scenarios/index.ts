@@ -1,4 +1,5 @@
 import type { Scenario } from '../support/scenario';
+import { acrossNats, acrossRabbitMq } from './across-services';
 import { halfOpenListen } from './half-open-listen';
 import { lockAndHang } from './lock-and-hang';
 import { mixedVersions } from './mixed-versions';
@@ -28,4 +29,6 @@ export const SCENARIOS: Scenario[] = [
   mixedVersions,
   poolerRestart,
   rollingDeploy,
+  acrossNats,
+  acrossRabbitMq,
 ];

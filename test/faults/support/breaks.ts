@@ -1,4 +1,5 @@
 import { EventDispatcher, OutboxDispatcher, OutboxRepository } from '@app/outbox';
+import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 
 /**
@@ -21,6 +22,8 @@ export const BREAK_MODES = {
   'no-release': 'a stopping worker gives nothing back: its unstarted claims wait for their lease',
   /** The dispatcher says `running` while it stops, so readiness stays up during shutdown. */
   'ready-while-stopping': 'readiness stays 200 while the dispatcher stops',
+  /** The inbox emits each message under a new event id: a redelivered message is a new event. */
+  'inbox-fresh-ids': 'the inbox forgets the message id, so a message received twice acts twice',
 } as const;
 
 export type BreakMode = keyof typeof BREAK_MODES;
@@ -101,6 +104,21 @@ export function installBreak(mode: string | undefined): void {
         return current === 'stopping' ? 'running' : current;
       },
     });
+  }
+  if (mode === 'inbox-fresh-ids') {
+    // Loaded for this mode only, like HandlerTransactions above.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { InboxReceiver } = require('@app/outbox/bridge/inbox.receiver') as {
+      InboxReceiver: typeof import('@app/outbox/bridge/inbox.receiver').InboxReceiver;
+    };
+    const receive = InboxReceiver.prototype.receive;
+    InboxReceiver.prototype.receive = function (batch) {
+      const fresh = batch.map((delivery) => {
+        const headers = { ...delivery.message.headers, 'outbox-event-id': randomUUID() };
+        return { ...delivery, message: { ...delivery.message, id: null, headers } };
+      });
+      return receive.call(this, fresh);
+    };
   }
   if (mode === 'no-lease-guard') {
     // `own` is the repository's private runner of its own statements; only this process's

@@ -30,8 +30,9 @@ export function workerConfig(
   return {
     role: 'worker',
     url: options.url ?? dbUrl,
-    recordUrl: dbUrl,
+    recordUrl: options.recordUrl ?? dbUrl,
     handlerDelayMs: options.handlerDelayMs,
+    bridge: options.bridge,
     breakMode,
     httpPort: options.httpPort,
     outbox: {

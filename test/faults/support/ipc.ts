@@ -17,6 +17,21 @@ export interface ChildConfig {
    * OutboxLivenessIndicator) through Terminus on 127.0.0.1 at this port, as a pod does.
    */
   httpPort?: number;
+  /** A relay to a broker and/or an inbox from it (the across-services scenarios). */
+  bridge?: FaultBridgeConfig;
+}
+
+/** Where a worker relays `fault.tx` events to, or receives them from. */
+export type FaultBroker =
+  | { kind: 'nats'; servers: string; stream: string; consumer: string }
+  | { kind: 'rabbitmq'; url: string; exchange: string; queue: string };
+
+export interface FaultBridgeConfig {
+  broker: FaultBroker;
+  /** Relay every `fault.tx` event to the broker (handler `fault-relay`). */
+  relay?: boolean;
+  /** Receive the broker's messages into this worker's outbox (inbox `fault-inbox`). */
+  inbox?: boolean;
 }
 
 /**

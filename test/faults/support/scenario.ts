@@ -1,6 +1,7 @@
 import type { OutboxModuleOptions } from '@app/outbox';
 import type { FaultDatabase } from './database';
 import type { Tally } from './counts';
+import type { FaultBridgeConfig } from './ipc';
 import type { PgServer } from './pg-server';
 import type { FaultChild } from './processes';
 
@@ -14,6 +15,10 @@ export interface WorkerOptions {
   holdDispatcher?: boolean;
   /** Serve `/health` and `/health/live` over HTTP on this port (see ChildConfig). */
   httpPort?: number;
+  /** Where handlers record calls and effects; the scenario's database by default. */
+  recordUrl?: string;
+  /** A relay and/or an inbox (see ChildConfig). */
+  bridge?: FaultBridgeConfig;
 }
 
 export interface ScenarioContext {

@@ -16,6 +16,7 @@ import {
   OutboxLivenessIndicator,
   OutboxModule,
 } from '@app/outbox';
+import { bridgeModules } from './bridge-modules';
 import { FAULT_CONFIG, FAULT_RECORDS, FaultHandlers } from './fault-handlers';
 import type { ChildConfig } from './ipc';
 
@@ -72,6 +73,7 @@ class FaultAppModule {
           worker ? config.outbox : { autoStart: false, listen: { enabled: false } },
         ),
         ...(config.httpPort === undefined ? [] : [TerminusModule.forRoot({ logger: false })]),
+        ...(worker ? bridgeModules(config.bridge) : []),
       ],
       controllers: config.httpPort === undefined ? [] : [FaultHealthController],
       // The producer registers the handlers too, never running them (its dispatcher is off):
