@@ -23,6 +23,9 @@
  *   ordered-one-key   one key, an ordered handler of 2 ms: events/s vs 500/s
  *   blocked-claim  the live claim with 10,000 events behind 100 keys blocked by dead heads, vs
  *                  none: median and p95 time, rows and buffers read
+ *   relay          the no-op backlog relayed to NATS JetStream and to RabbitMQ (delivered on
+ *                  the broker's confirm) vs the no-op burn-down
+ *   inbox          messages waiting in each broker received into the outbox: messages/s
  *
  * BENCH_ONLY=name1,name2 runs a subset (`scrub` selects bench/scrub-error.bench.ts); the other
  * knobs are in bench/support/config.ts. Uses DATABASE_URL when set, else an embedded PostgreSQL.

@@ -1,4 +1,5 @@
 import { blockedClaim } from './blocked-claim';
+import { inbox, relay } from './brokers';
 import { burndown } from './burndown';
 import { claimBackoff } from './claim-backoff';
 import { cpu } from './cpu';
@@ -36,6 +37,8 @@ export const SCENARIOS: readonly Scenario[] = [
   orderedBurndown,
   orderedOneKey,
   blockedClaim,
+  relay,
+  inbox,
 ];
 
 /** Not a scenario of this file: `bench/scrub-error.bench.ts`, which BENCH_ONLY=scrub selects. */

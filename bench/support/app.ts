@@ -1,4 +1,4 @@
-import type { INestApplication } from '@nestjs/common';
+import type { DynamicModule, INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { OUTBOX_ENTITIES, OutboxModule, type OutboxModuleOptions } from '../../libs/outbox/src';
@@ -6,7 +6,10 @@ import { OUTBOX_OPTIONS } from './config';
 import { HANDLERS, type HandlerKind } from './handlers';
 
 export interface AppOptions {
-  handler: HandlerKind;
+  /** The handler provider; none when null (a relay or an inbox brings its own). */
+  handler: HandlerKind | null;
+  /** More modules: a relay, an inbox. */
+  imports?: DynamicModule[];
   /** Start the dispatcher at bootstrap. */
   autoStart: boolean;
   /** Module options on top of BENCH_OUTBOX_OPTIONS (they win). */
@@ -44,8 +47,9 @@ export async function createOutboxApp(url: string, options: AppOptions): Promise
         },
       }),
       OutboxModule.forRoot(outbox),
+      ...(options.imports ?? []),
     ],
-    providers: [HANDLERS[options.handler]],
+    providers: options.handler ? [HANDLERS[options.handler]] : [],
   }).compile();
   const app = moduleRef.createNestApplication({
     logger: options.quiet ? false : ['error', 'warn'],

@@ -1,0 +1,206 @@
+import { performance } from 'node:perf_hooks';
+import type { Client } from 'pg';
+import { connect as amqpConnect } from 'amqplib';
+import { connect as natsConnect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
+import {
+  OutboxBridgeModule,
+  OutboxDispatcher,
+  OutboxInboxModule,
+  natsJetStream,
+  natsJetStreamInbox,
+  rabbitMq,
+  rabbitMqInbox,
+  relayMessage,
+  type OutboxInboxTransport,
+  type OutboxRelayTransport,
+} from '../../libs/outbox/src';
+import {
+  startNatsServer,
+  startRabbitMq,
+  type BrokerServer,
+} from '../../test/support/broker-servers';
+import { createOutboxApp } from '../support/app';
+import { EVENTS } from '../support/config';
+import { insertEvents, sleep, waitUntilSettled, withFreshDatabase } from '../support/database';
+import { sampleEvent } from '../support/events';
+import { count, note, times, type Figure } from '../support/report';
+import type { Scenario } from './scenario';
+
+const TIMEOUT_MS = 180_000;
+
+interface Broker {
+  name: string;
+  server: BrokerServer;
+  relay(): OutboxRelayTransport;
+  inbox(): OutboxInboxTransport;
+}
+
+/** A JetStream stream and a RabbitMQ queue, each taking every relayed event. */
+async function withBrokers<T>(run: (brokers: Broker[]) => Promise<T>): Promise<T> {
+  const nats = await startNatsServer();
+  const rabbit = await startRabbitMq();
+  try {
+    const client = await natsConnect({ servers: nats.url });
+    await (await jetstreamManager(client)).streams.add({ name: 'BENCH', subjects: ['outbox.>'] });
+    await client.close();
+    const connection = await amqpConnect(rabbit.url);
+    const channel = await connection.createChannel();
+    await channel.assertExchange('bench', 'topic', { durable: true });
+    await channel.assertQueue('bench', { durable: true });
+    await channel.bindQueue('bench', 'bench', '#');
+    await connection.close();
+    return await run([
+      {
+        name: 'NATS JetStream',
+        server: nats,
+        relay: () => natsJetStream({ servers: nats.url }),
+        inbox: () => natsJetStreamInbox({ servers: nats.url, stream: 'BENCH', consumer: 'bench' }),
+      },
+      {
+        name: 'RabbitMQ',
+        server: rabbit,
+        relay: () => rabbitMq({ url: rabbit.url, exchange: 'bench' }),
+        inbox: () => rabbitMqInbox({ url: rabbit.url, queue: 'bench' }),
+      },
+    ]);
+  } finally {
+    await Promise.all([nats.remove(), rabbit.remove()]);
+  }
+}
+
+/** Burn-down of a fresh backlog of EVENTS rows through the given app's dispatcher: events/s. */
+async function burnDown(
+  sql: Client,
+  url: string,
+  setup: { handler: 'noop' | null; imports?: Parameters<typeof createOutboxApp>[1]['imports'] },
+): Promise<number> {
+  await sql.query('TRUNCATE outbox_event');
+  await insertEvents(sql, EVENTS);
+  await sql.query('VACUUM ANALYZE outbox_event');
+  const app = await createOutboxApp(url, { ...setup, autoStart: false });
+  try {
+    const started = performance.now();
+    await app.get(OutboxDispatcher).start();
+    if (!(await waitUntilSettled(sql, TIMEOUT_MS, 20))) throw new Error('backlog not drained');
+    return EVENTS / ((performance.now() - started) / 1000);
+  } finally {
+    await app.close();
+  }
+}
+
+/**
+ * Relay throughput: the backlog relayed to each broker (delivered on its confirm), next to the
+ * same backlog burnt down by a no-op handler in the same run.
+ */
+export const relay: Scenario = {
+  name: 'relay',
+  title: `relay of ${EVENTS} events to NATS JetStream and RabbitMQ vs the no-op burn-down`,
+  run: (server) =>
+    withFreshDatabase(server, 'relay', (db) =>
+      withBrokers(async (brokers) => {
+        const noop = await burnDown(db.sql, db.url, { handler: 'noop' });
+        note(`no-op burn-down: ${count(noop)} events/s`);
+        const figures: Figure[] = [];
+        for (const broker of brokers) {
+          const rate = await burnDown(db.sql, db.url, {
+            handler: null,
+            imports: [
+              OutboxBridgeModule.forRoot({
+                name: 'bench-relay',
+                events: ['invoice.paid'],
+                transport: broker.relay(),
+              }),
+            ],
+          });
+          note(`relay to ${broker.name}: ${count(rate)} events/s`);
+          figures.push({
+            figure: `relay to ${broker.name} vs no-op burn-down`,
+            value: `${count(rate)} vs ${count(noop)} events/s = ${times(rate / noop)}`,
+            target: 'report',
+          });
+        }
+        return figures;
+      }),
+    ),
+};
+
+/**
+ * Inbox receive rate: EVENTS messages waiting in each broker, received into an empty outbox
+ * (emitted in one transaction per batch, acked after the commit), dispatcher off.
+ */
+export const inbox: Scenario = {
+  name: 'inbox',
+  title: `inbox receive of ${EVENTS} messages from NATS JetStream and RabbitMQ`,
+  run: (server) =>
+    withFreshDatabase(server, 'inbox', (db) =>
+      withBrokers(async (brokers) => {
+        const figures: Figure[] = [];
+        for (const broker of brokers) {
+          await fill(broker.relay(), EVENTS);
+          await db.sql.query('TRUNCATE outbox_event');
+          const started = performance.now();
+          const app = await createOutboxApp(db.url, {
+            handler: null,
+            autoStart: false,
+            imports: [
+              OutboxInboxModule.forRoot({ name: 'bench-inbox', transport: broker.inbox() }),
+            ],
+          });
+          try {
+            await waitForRows(db.sql, EVENTS);
+            const rate = EVENTS / ((performance.now() - started) / 1000);
+            note(`inbox from ${broker.name}: ${count(rate)} messages/s (boot included)`);
+            figures.push({
+              figure: `inbox receive from ${broker.name}`,
+              value: `${count(rate)} messages/s`,
+              target: 'report',
+            });
+          } finally {
+            await app.close();
+          }
+        }
+        return figures;
+      }),
+    ),
+};
+
+/** Publishes `total` relayed messages through the transport, 200 in flight. */
+async function fill(transport: OutboxRelayTransport, total: number): Promise<void> {
+  await transport.connect();
+  const signal = new AbortController().signal;
+  const occurredAt = new Date();
+  try {
+    for (let first = 0; first < total; first += 200) {
+      await Promise.all(
+        Array.from({ length: Math.min(200, total - first) }, (_, k) => {
+          const i = first + k;
+          const event = {
+            ...sampleEvent(i),
+            id: crypto.randomUUID(),
+            organizationId: 'org-1',
+            requestId: `req-${i}`,
+            metadata: {},
+            occurredAt,
+            causationId: null,
+            correlationId: null,
+            orderingKey: `invoice:inv-${i}`,
+          };
+          return transport.publish(relayMessage(event), signal);
+        }),
+      );
+    }
+  } finally {
+    await transport.close(5000);
+  }
+}
+
+async function waitForRows(sql: Client, expected: number): Promise<void> {
+  const deadline = performance.now() + TIMEOUT_MS;
+  while (performance.now() < deadline) {
+    const { rows } = await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox_event');
+    if (rows[0].n >= expected) return;
+    await sleep(20);
+  }
+  throw new Error(`inbox: fewer than ${expected} rows after ${TIMEOUT_MS} ms`);
+}
