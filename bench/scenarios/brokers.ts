@@ -3,6 +3,7 @@ import type { Client } from 'pg';
 import { connect as amqpConnect } from 'amqplib';
 import { connect as natsConnect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
 import {
   OutboxBridgeModule,
   OutboxDispatcher,
@@ -41,7 +42,7 @@ async function withBrokers<T>(run: (brokers: Broker[]) => Promise<T>): Promise<T
   const nats = await startNatsServer();
   const rabbit = await startRabbitMq();
   try {
-    const client = await natsConnect({ servers: nats.url });
+    const client: NatsConnection = await natsConnect({ servers: nats.url });
     await (await jetstreamManager(client)).streams.add({ name: 'BENCH', subjects: ['outbox.>'] });
     await client.close();
     const connection = await amqpConnect(rabbit.url);
