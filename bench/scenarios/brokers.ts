@@ -42,7 +42,7 @@ async function withBrokers<T>(run: (brokers: Broker[]) => Promise<T>): Promise<T
   const nats = await startNatsServer();
   const rabbit = await startRabbitMq();
   try {
-    const client: NatsConnection = await natsConnect({ servers: nats.url });
+    const client = (await natsConnect({ servers: nats.url })) as NatsConnection;
     await (await jetstreamManager(client)).streams.add({ name: 'BENCH', subjects: ['outbox.>'] });
     await client.close();
     const connection = await amqpConnect(rabbit.url);
