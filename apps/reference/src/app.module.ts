@@ -10,6 +10,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { OutboxDashboardModule, OutboxModule, type OutboxModuleOptions } from '@app/outbox';
 import { OUTBOX_MIGRATIONS, REFERENCE_APP_MIGRATIONS } from '../../../migrations';
 import { AuditModule } from './audit/audit.module';
+import { natsRelay } from './events/nats-relay';
 import { AuthModule } from './auth/auth.module';
 import { DashboardSessionGuard } from './auth/dashboard-session.guard';
 import { requestIdMiddleware } from './common/request-id';
@@ -48,6 +49,8 @@ export class AppModule implements NestModule {
   static forRoot(options: AppModuleOptions = {}): DynamicModule {
     // Before OutboxModule is built, so the outbox reports to it.
     prometheusExporter();
+    // Read once here too: which modules the app has depends on it (the NATS relay).
+    const env = validateAppConfig(options.env ?? process.env);
     return {
       module: AppModule,
       imports: [
@@ -55,7 +58,7 @@ export class AppModule implements NestModule {
           isGlobal: true,
           ignoreEnvFile: true,
           ignoreEnvVars: true,
-          load: [() => ({ ...validateAppConfig(options.env ?? process.env) })],
+          load: [() => ({ ...env })],
         }),
         TypeOrmModule.forRootAsync({
           inject: [ConfigService],
@@ -89,6 +92,7 @@ export class AppModule implements NestModule {
             (options.outbox ?? ((read) => read))(outboxOptions(config)),
         }),
         EventsModule,
+        ...natsRelay(env),
         AuthModule,
         OrganizationsModule,
         InvoicesModule,

@@ -26,6 +26,11 @@ export class AppConfig {
   @Type(() => Number) @IsInt() @Min(0) OUTBOX_SHUTDOWN_GRACE_MS = 10_000;
   @Type(() => Number) @IsInt() @Min(10) OUTBOX_POLL_INTERVAL_MS = 30_000;
   @Type(() => Number) @Min(0) OUTBOX_RETENTION_DAYS = 7;
+  /**
+   * `nats://host:4222`: every catalog event is also relayed to NATS JetStream, on the subject
+   * `saas.<type>` (a stream must hold `saas.>`); unset: no relay.
+   */
+  @IsOptional() @Matches(/^(nats|tls):\/\//) NATS_URL?: string;
   /** `smtp://user:pass@host:port`; unset: mails are recorded in the `mail_log` table. */
   @IsOptional() @Matches(/^smtps?:\/\//) SMTP_URL?: string;
   @IsString() MAIL_FROM = 'Outbox Demo <noreply@example.test>';
