@@ -1,3 +1,4 @@
+import { delay } from '../../common/delay.util';
 import { loadOptionalPackage } from '../../common/optional-package.util';
 import { BrokerLink, type BrokerLinkOptions, type LinkEvents } from '../broker-link';
 
@@ -16,6 +17,7 @@ export interface NatsConnection {
   status(): AsyncIterable<{ type: string; server?: string }>;
   closed(): Promise<void | Error>;
   drain(): Promise<void>;
+  close(): Promise<void>;
 }
 
 /** A message a JetStream consumer handed over. */
@@ -67,6 +69,8 @@ export interface NatsPackages {
   };
 }
 
+const DRAIN_MS = 1000;
+
 /** The NATS client packages, loaded when a NATS transport is created (optional peers). */
 export function loadNats(): NatsPackages {
   const core = loadOptionalPackage<NatsPackages['core']>('@nats-io/transport-node');
@@ -115,7 +119,14 @@ export function natsLink(
       void follow(connection, events);
       return connection;
     },
-    close: (connection) => connection.drain(),
+    // A drain flushes what is in flight; on a connection that is down it would wait for the
+    // reconnect, so it gets a moment, then the client is closed, which stops its reconnects.
+    close: async (connection) => {
+      const bound = delay(DRAIN_MS);
+      await Promise.race([connection.drain().catch(() => undefined), bound.promise]);
+      bound.cancel();
+      await connection.close();
+    },
   });
 }
 
