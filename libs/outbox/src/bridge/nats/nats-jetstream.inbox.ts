@@ -27,9 +27,9 @@ export interface NatsJetStreamInboxOptions extends BrokerConnectionOptions {
   /** Messages taken from the stream and not yet acked, at most; 100 by default. */
   prefetch?: number;
   /**
-   * JetStream has no dead-letter queue of its own. With a subject here, a rejected message is
-   * published there (with `outbox-reject-reason`) before it is terminated; without one, it is
-   * terminated with the reason, which NATS announces as a `MSG_TERMINATED` advisory.
+   * JetStream has no dead-letter queue of its own. With a subject here (held by a stream), a
+   * rejected message is published there with `outbox-reject-reason` before it is terminated;
+   * without one it is terminated and only the log keeps its reason, so set one.
    */
   deadLetterSubject?: string;
   connection?: Record<string, unknown>;
