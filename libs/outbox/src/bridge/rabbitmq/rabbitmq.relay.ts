@@ -91,8 +91,6 @@ export function rabbitMq(options: RabbitMqRelayOptions): OutboxRelayTransport {
         body,
         {
           persistent: true,
-          mandatory: true,
-          messageId: event.id,
           contentType: RELAY_CONTENT_TYPE,
           type: event.type,
           timestamp: Math.floor(event.occurredAt.getTime() / 1000),
