@@ -75,7 +75,6 @@ export class InboxReceiver {
    */
   private async store(items: Mapped[]): Promise<{ refused?: unknown }> {
     let results;
-    await Promise.all(items.map((i) => settle(i.delivery.ack())));
     try {
       results = await this.dataSource.transaction((manager) =>
         this.publisher.emit(

@@ -91,6 +91,8 @@ export function rabbitMq(options: RabbitMqRelayOptions): OutboxRelayTransport {
         body,
         {
           persistent: true,
+          mandatory: true,
+          messageId: event.id,
           contentType: RELAY_CONTENT_TYPE,
           type: event.type,
           timestamp: Math.floor(event.occurredAt.getTime() / 1000),
