@@ -187,4 +187,7 @@ export {
 } from './bridge/nats/nats-jetstream.inbox';
 export { rabbitMq, type RabbitMqRelayOptions } from './bridge/rabbitmq/rabbitmq.relay';
 export { rabbitMqInbox, type RabbitMqInboxOptions } from './bridge/rabbitmq/rabbitmq.inbox';
-export { RabbitMqPublishError } from './bridge/rabbitmq/rabbitmq.client';
+export {
+  RabbitMqPublishError,
+  type RabbitMqPublishFailure,
+} from './bridge/rabbitmq/rabbitmq-publish.error';

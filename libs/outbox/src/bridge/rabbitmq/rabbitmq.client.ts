@@ -2,7 +2,8 @@ import type { ChannelModel, ConfirmChannel, Message, Options } from 'amqplib';
 import { onAbort } from '../../common/abort-subscribers.util';
 import { loadOptionalPackage } from '../../common/optional-package.util';
 import { scrubError } from '../../common/scrub-error.util';
-import { InvalidOutboxOptionsError, OutboxError } from '../../outbox.errors';
+import { InvalidOutboxOptionsError } from '../../outbox.errors';
+import { RabbitMqPublishError } from './rabbitmq-publish.error';
 import type { LinkEvents } from '../broker-link';
 import type { TransportOptionsCheck } from '../transport-options';
 
@@ -18,18 +19,6 @@ export function loadAmqp(): Amqp {
     );
   }
   return amqp;
-}
-
-/** Why a publish to RabbitMQ did not count as delivered. */
-export type RabbitMqPublishFailure = 'returned' | 'nacked' | 'timeout' | 'closed' | 'aborted';
-
-export class RabbitMqPublishError extends OutboxError {
-  constructor(
-    readonly failure: RabbitMqPublishFailure,
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 type Problem = { path: string; value: unknown; messages: string[] };
