@@ -66,8 +66,13 @@ export interface InboxDelivery {
   message: InboxMessage;
   /** Removes the message from the broker: it is stored. */
   ack(): Promise<void>;
-  /** Hands the message back for a later delivery (the store was not reached). */
+  /** Hands the message back for a later delivery (the inbox stops before it could store it). */
   retryLater(delayMs: number): Promise<void>;
+  /**
+   * Tells the broker the message is still being worked on, where it has such a notion (a
+   * JetStream ack deadline): the inbox holds a batch while it retries storing it.
+   */
+  working?(): void;
   /** Sends the message to the broker's dead-letter mechanism, with a scrubbed reason. */
   reject(reason: string): Promise<void>;
 }

@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
+import { delay } from '../common/delay.util';
 import { scrubError } from '../common/scrub-error.util';
 import type { OutboxPublisher } from '../emit/outbox.publisher';
 import {
@@ -29,7 +30,10 @@ type Mapped = { delivery: InboxDelivery; event: NewOutboxEvent };
  */
 export class InboxReceiver {
   private readonly logger = new Logger('OutboxBridge');
+  /** Messages stored, received again, rejected, and held for another try (once per try). */
   readonly counts = { stored: 0, duplicates: 0, rejected: 0, retried: 0 };
+  private stopped = false;
+  private endPause: () => void = () => undefined;
 
   constructor(
     private readonly options: InboxReceiverOptions,
@@ -70,31 +74,59 @@ export class InboxReceiver {
   }
 
   /**
-   * Emits and commits, then acks; hands the messages back when the store failed; says why when
-   * the outbox refused an event (invalid, or another event's id), and does nothing more then.
+   * Emits and commits, then acks; says why when the outbox refused an event (invalid, or another
+   * event's id), and does nothing more then. A store that fails (the database is away, a
+   * statement timed out) is tried again with the same batch, in place, every `retryDelayMs`: the
+   * messages stay unacked meanwhile and nothing behind them is taken, so a key's events are
+   * stored in the order they came. Handing the batch back to the broker instead would let the
+   * messages already prefetched behind it overtake it. At shutdown the batch is handed back.
    */
   private async store(items: Mapped[]): Promise<{ refused?: unknown }> {
-    let results;
-    try {
-      results = await this.dataSource.transaction((manager) =>
-        this.publisher.emit(
-          items.map((i) => i.event),
-          { manager, returning: 'result' },
-        ),
-      );
-    } catch (error) {
-      if (isRefusal(error)) return { refused: error };
-      this.logger.warn(
-        `Inbox "${this.options.name}": ${items.length} message(s) not stored, handed back: ${scrubError(error)}`,
-      );
-      this.counts.retried += items.length;
-      await Promise.all(items.map((i) => settle(i.delivery.retryLater(this.options.retryDelayMs))));
+    for (let attempt = 1; ; attempt++) {
+      let results: Array<{ duplicate: boolean }>;
+      try {
+        results = await this.dataSource.transaction((manager) =>
+          this.publisher.emit(
+            items.map((i) => i.event),
+            { manager, returning: 'result' },
+          ),
+        );
+      } catch (error) {
+        if (isRefusal(error)) return { refused: error };
+        this.counts.retried += items.length;
+        if (attempt === 1 || attempt % 30 === 0) {
+          this.logger.warn(
+            `Inbox "${this.options.name}": ${items.length} message(s) not stored (try ${attempt}), ` +
+              `trying again every ${this.options.retryDelayMs} ms: ${scrubError(error)}`,
+          );
+        }
+        if (!(await this.pause())) {
+          await Promise.all(items.map((i) => settle(i.delivery.retryLater(0))));
+          return {};
+        }
+        for (const { delivery } of items) delivery.working?.();
+        continue;
+      }
+      for (const result of results) this.counts[result.duplicate ? 'duplicates' : 'stored']++;
+      // Committed: an ack lost now only means the broker hands it over again, a duplicate.
+      await Promise.all(items.map((i) => settle(i.delivery.ack())));
       return {};
     }
-    for (const result of results) this.counts[result.duplicate ? 'duplicates' : 'stored']++;
-    // Committed: an ack lost now only means the broker hands it over again, a duplicate.
-    await Promise.all(items.map((i) => settle(i.delivery.ack())));
-    return {};
+  }
+
+  /** Waits `retryDelayMs`; false when the inbox stops meanwhile (or had stopped). */
+  private async pause(): Promise<boolean> {
+    if (this.stopped) return false;
+    const wait = delay(this.options.retryDelayMs);
+    await Promise.race([wait.promise, new Promise<void>((resolve) => (this.endPause = resolve))]);
+    wait.cancel();
+    return !this.stopped;
+  }
+
+  /** Ends a retry in progress: its batch goes back to the broker. Called at shutdown. */
+  stop(): void {
+    this.stopped = true;
+    this.endPause();
   }
 
   private async reject(delivery: InboxDelivery, error: unknown): Promise<void> {

@@ -28,7 +28,10 @@ export interface OutboxInboxOptions {
   toEvent?: InboxMapper;
   /** Larger messages are rejected; 1 MiB by default. */
   maxMessageBytes?: number;
-  /** How long a message that could not be stored waits before it comes back; 1000 ms by default. */
+  /**
+   * How long the inbox waits before it tries again to store a batch the database did not take;
+   * 1000 ms by default. The batch is held (unacked) meanwhile, so the order of messages holds.
+   */
   retryDelayMs?: number;
   /** Bound on finishing the batch in hand and closing at shutdown; 5000 ms by default. */
   closeTimeoutMs?: number;
@@ -78,6 +81,7 @@ export class OutboxInbox
 
   /** Before the DataSource closes: the batch in hand is stored and acked, or handed back. */
   async beforeApplicationShutdown(): Promise<void> {
+    this.receiver.stop();
     await this.transport.close(this.options.closeTimeoutMs ?? 5000);
     this.logger.log(`Inbox "${this.options.name}" closed its ${this.transport.kind} connection`);
   }

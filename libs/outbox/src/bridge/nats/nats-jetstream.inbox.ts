@@ -183,6 +183,7 @@ class NatsInbox implements OutboxInboxTransport {
         await m.ackAck({ timeout: 5000 });
       },
       retryLater: (delayMs) => Promise.resolve(m.nak(delayMs)),
+      working: () => m.working(),
       reject: async (reason) => this.reject(m, reason),
     };
   }

@@ -29,6 +29,7 @@ export interface JsMessage {
   info: { deliveryCount: number };
   ackAck(options?: { timeout?: number }): Promise<boolean>;
   nak(delayMs?: number): void;
+  working(): void;
   term(reason?: string): void;
 }
 
