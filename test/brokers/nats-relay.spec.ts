@@ -10,6 +10,7 @@ import {
   RELAY_HEADERS,
   natsJetStream,
   type NewOutboxEvent,
+  type OutboxRelayTransport,
 } from '@app/outbox';
 import { createOutboxApp } from '../support/outbox-app';
 import { useTestDatabase } from '../support/test-database';
@@ -41,11 +42,30 @@ beforeAll(async () => {
         name: 'to-nats',
         events: ['order.placed', 'invoice.lost'],
         ordered: true,
-        transport: natsJetStream({ servers: nats.url }),
+        transport: failingFirstTries(natsJetStream({ servers: nats.url })),
       }),
     ],
   });
 }, 60_000);
+
+/**
+ * The transport with 3 % of publishes failing on its event's first try: retries then come
+ * after later events were claimed, which only the ordered relay keeps in their places.
+ */
+const failedOnce = new Set<string>();
+function failingFirstTries(transport: OutboxRelayTransport): OutboxRelayTransport {
+  return {
+    ...transport,
+    publish(message, signal) {
+      const id = message.event.id;
+      if (message.event.type === 'order.placed' && !failedOnce.has(id) && Math.random() < 0.03) {
+        failedOnce.add(id);
+        return Promise.reject(new Error('first try refused by the test'));
+      }
+      return transport.publish(message, signal);
+    },
+  };
+}
 
 afterAll(async () => {
   await app?.close();
@@ -89,8 +109,8 @@ it('relays 10,000 events into the stream once each, with their headers, each key
   const messages = await readStream(jsm, 'ORDERS');
   expect(messages).toHaveLength(10_000);
   expect(new Set(messages.map((m) => m.msgId))).toEqual(new Set(emitted));
-  const rows = await t.sql.query<{ id: string; ordering_key: string; occurred_at: Date }>(
-    `SELECT id, ordering_key, occurred_at FROM outbox_event WHERE type = 'order.placed'`,
+  const rows = await t.sql.query<{ id: string; occurred_at: Date }>(
+    `SELECT id, occurred_at FROM outbox_event WHERE type = 'order.placed'`,
   );
   const byId = new Map(rows.rows.map((r) => [r.id, r]));
   for (const m of messages) {
@@ -98,7 +118,7 @@ it('relays 10,000 events into the stream once each, with their headers, each key
     expect(m.headers[RELAY_HEADERS.id]).toBe(m.msgId);
     expect(m.headers[RELAY_HEADERS.type]).toBe('order.placed');
     expect(m.headers[RELAY_HEADERS.aggregateType]).toBe('order');
-    expect(m.headers[RELAY_HEADERS.orderingKey]).toBe(row.ordering_key);
+    expect(m.headers[RELAY_HEADERS.orderingKey]).toBe(`order:${m.payload.key}`);
     expect(m.headers[RELAY_HEADERS.correlationId]).toBe(`corr-${m.payload.key}`);
     expect(m.headers[RELAY_HEADERS.occurredAt]).toBe(row.occurred_at.toISOString());
     expect(m.subject).toBe('outbox.order.placed');
