@@ -144,6 +144,38 @@ async function publisherEmitRest(
   emitted.push(...(await dataSource.transaction((manager) => publisher.emit(events, { manager }))));
 }
 
+it('publishes again an event whose settle was lost after the ack, and the stream keeps one copy', async () => {
+  const before = (await jsm.streams.info('ORDERS')).state.messages;
+  const {
+    rows: [{ id }],
+  } = await t.sql.query<{ id: string }>(
+    `SELECT id FROM outbox_event WHERE type = 'order.placed' ORDER BY occurred_at LIMIT 1`,
+  );
+  // As if the relay died between the stream's ack and its settle: the event is live again, due
+  // now, without the relay's delivery.
+  const { rowCount } = await t.sql.query(
+    `UPDATE outbox_event
+        SET deliveries = deliveries - 'to-nats', dispatched_at = NULL,
+            next_attempt_at = now(), lease_expires_at = NULL
+      WHERE id = $1 AND deliveries ? 'to-nats'`,
+    [id],
+  );
+  expect(rowCount).toBe(1);
+  await waitForRows(
+    t.sql,
+    `SELECT count(*)::int AS n FROM outbox_event WHERE id = '${id}' AND deliveries ? 'to-nats'`,
+    1,
+    30_000,
+  );
+  const {
+    rows: [row],
+  } = await t.sql.query<{ attempts: number }>(`SELECT attempts FROM outbox_event WHERE id = $1`, [
+    id,
+  ]);
+  expect(row.attempts).toBeGreaterThan(1);
+  expect((await jsm.streams.info('ORDERS')).state.messages).toBe(before);
+});
+
 it('fails an event whose subject no stream holds, and says so', async () => {
   const publisher = app.get(OutboxPublisher);
   const id = await app
