@@ -179,7 +179,7 @@ export type {
 } from './bridge/bridge.types';
 export type { BrokerConnectionOptions } from './bridge/transport-options';
 export { RELAY_HEADERS, relayMessage } from './bridge/relay-message';
-export { INBOX_ID_NAMESPACE, relayedEvent } from './bridge/inbox-event.mapping';
+export { INBOX_ID_NAMESPACE, inboxEventId, relayedEvent } from './bridge/inbox-event.mapping';
 export { natsJetStream, type NatsJetStreamRelayOptions } from './bridge/nats/nats-jetstream.relay';
 export {
   natsJetStreamInbox,

@@ -58,7 +58,11 @@ export interface InboxMessage {
   deliveryCount: number | null;
 }
 
-/** Turns a broker message into the event the inbox emits; throw to reject the message. */
+/**
+ * Turns a broker message into the event the inbox emits; throw to reject the message. An event
+ * without an `id` gets the message's (see `inboxEventId`), so a message received twice stays one
+ * event.
+ */
 export type InboxMapper = (message: InboxMessage) => NewOutboxEvent;
 
 /** One message as an inbox transport hands it over, with what it can do to it. */

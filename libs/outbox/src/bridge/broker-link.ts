@@ -4,6 +4,9 @@ import { scrubError } from '../common/scrub-error.util';
 import { retryDelayMs } from '../handlers/retry-backoff.util';
 import type { BrokerConnectionState, BrokerConnectionStatus } from './bridge.types';
 
+/** A connection that lived this long was fine: the next loss starts the backoff over. */
+const STABLE_MS = 10_000;
+
 export interface BrokerLinkOptions {
   /** Bound on one connection attempt, and on how long `connect()` waits at boot. */
   connectTimeoutMs: number;
@@ -41,6 +44,8 @@ export class BrokerLink<C> {
   private since = new Date();
   private lastError: string | null = null;
   private stopping = false;
+  private stop: () => void = () => undefined;
+  private readonly stopped = new Promise<void>((resolve) => (this.stop = resolve));
   private loop: Promise<void> | undefined;
   private wakeLoop: (() => void) | undefined;
   private firstUp: (() => void) | undefined;
@@ -94,6 +99,7 @@ export class BrokerLink<C> {
   /** Stops reconnecting and closes the client, giving up after `timeoutMs`. */
   async close(timeoutMs: number): Promise<void> {
     this.stopping = true;
+    this.stop();
     this.wakeLoop?.();
     const client = this.client;
     this.client = undefined;
@@ -112,37 +118,77 @@ export class BrokerLink<C> {
       this.logger.warn(`${this.label}: not closed within ${timeoutMs} ms; left behind`);
   }
 
+  /**
+   * One attempt after another. Each attempt's events act on that attempt alone: a late `closed`
+   * from a connection the loop has already left (a second channel of it reporting the same
+   * loss) must not cut short the attempt after it, which would leave a connection open behind.
+   */
   private async run(): Promise<void> {
     for (let attempt = 1; !this.stopping;) {
-      const lost = new Promise<void>((resolve) => (this.wakeLoop = resolve));
+      let wake = (): void => undefined;
+      const lost = new Promise<void>((resolve) => (wake = resolve));
+      this.wakeLoop = wake;
+      let current = true;
+      let opened: C | undefined;
       const events: LinkEvents = {
-        down: (error) => this.lost(error, 'reconnecting'),
-        up: () => this.setState('connected'),
+        down: (error) => {
+          if (current) this.lost(error, 'reconnecting');
+        },
+        up: () => {
+          if (current && !this.stopping) this.setState('connected');
+        },
         closed: (error) => {
+          if (!current) return;
+          current = false;
           this.lost(error, 'reconnecting');
-          this.client = undefined;
-          this.wakeLoop?.();
+          if (opened !== undefined) {
+            if (this.client === opened) this.client = undefined;
+            // A channel can die while its connection lives on: close what is left of it.
+            void this.closeQuietly(opened);
+          }
+          wake();
         },
       };
       try {
         const client = await this.driver.open(events);
-        if (this.stopping) {
-          // Opened while the app was closing: nobody will use it.
-          await this.driver.close(client).catch(() => undefined);
-          return;
+        opened = client;
+        if (this.stopping || !current) {
+          // Opened while the app was closing, or lost before it was used.
+          current = false;
+          await this.closeQuietly(client);
+          if (this.stopping) return;
+          throw new Error(this.lastError ?? 'connection lost while it was set up');
         }
         this.client = client;
         this.setState('connected');
         this.firstUp?.();
-        attempt = 1;
+        const upAt = Date.now();
         await lost;
+        if (this.stopping) return;
+        // A connection that keeps dying as soon as it opens backs off like one that fails.
+        attempt = Date.now() - upAt < STABLE_MS ? attempt + 1 : 1;
+        await this.backOff(attempt - 1);
       } catch (error) {
+        current = false;
+        if (this.stopping) return;
         this.lost(error, this.state === 'connecting' ? 'connecting' : 'reconnecting');
-        const wait = delay(retryDelayMs(attempt++, { ...this.options.reconnect, jitter: 0.2 }));
-        await Promise.race([wait.promise, lost]);
-        wait.cancel();
+        await this.backOff(attempt++);
       }
     }
+  }
+
+  /** The wait before attempt `attempt + 1`; raced with the stop alone, never skipped. */
+  private async backOff(attempt: number): Promise<void> {
+    const wait = delay(retryDelayMs(attempt, { ...this.options.reconnect, jitter: 0.2 }));
+    await Promise.race([wait.promise, this.stopped]);
+    wait.cancel();
+  }
+
+  /** Closes a client nobody uses any more, within the connect bound, errors ignored. */
+  private async closeQuietly(client: C): Promise<void> {
+    const bound = delay(this.options.connectTimeoutMs);
+    await Promise.race([this.driver.close(client).catch(() => undefined), bound.promise]);
+    bound.cancel();
   }
 
   private lost(error: unknown, state: BrokerConnectionState): void {

@@ -10,7 +10,7 @@ import {
 } from '../outbox.errors';
 import type { NewOutboxEvent } from '../outbox-event.types';
 import type { InboxDelivery, InboxMapper } from './bridge.types';
-import { InboxMessageRejection, relayedEvent } from './inbox-event.mapping';
+import { InboxMessageRejection, inboxEventId, relayedEvent } from './inbox-event.mapping';
 
 export interface InboxReceiverOptions {
   name: string;
@@ -66,7 +66,10 @@ export class InboxReceiver {
           `the body has ${message.body.length} bytes, more than maxMessageBytes (${this.options.maxMessageBytes})`,
         );
       }
-      return (this.options.toEvent ?? relayedEvent)(message);
+      if (!this.options.toEvent) return relayedEvent(message);
+      const event = this.options.toEvent(message);
+      // Without the message's id, a message received twice would be two events.
+      return event.id ? event : { ...event, id: inboxEventId(message, undefined) };
     } catch (error) {
       await this.reject(delivery, error);
       return undefined;
@@ -139,7 +142,18 @@ export class InboxReceiver {
     this.logger.warn(
       `Inbox "${this.options.name}": message ${delivery.message.id ?? '(no id)'} rejected: ${reason}`,
     );
-    await settle(delivery.reject(reason));
+    try {
+      await delivery.reject(reason);
+    } catch (failure) {
+      // Not dead-lettered (the dead-letter exchange or subject is missing, the broker is away):
+      // the message goes back to the broker and is rejected again when it returns, not left
+      // holding its prefetch slot.
+      this.logger.warn(
+        `Inbox "${this.options.name}": message ${delivery.message.id ?? '(no id)'} not ` +
+          `dead-lettered, handed back: ${scrubError(failure)}`,
+      );
+      await settle(delivery.retryLater(this.options.retryDelayMs));
+    }
   }
 }
 

@@ -24,7 +24,10 @@ export interface NatsJetStreamInboxOptions extends BrokerConnectionOptions {
   filterSubject?: string;
   /** Only for a consumer the inbox creates: how long a message may go unacked; 30 s by default. */
   ackWaitMs?: number;
-  /** Messages taken from the stream and not yet acked, at most; 100 by default. */
+  /**
+   * Messages taken from the stream and not yet acked, at most; 100 by default. A consumer the
+   * inbox creates gets it as its `max_ack_pending`; give an existing consumer the same bound.
+   */
   prefetch?: number;
   /**
    * JetStream has no dead-letter queue of its own. With a subject here (held by a stream), a
@@ -36,6 +39,9 @@ export interface NatsJetStreamInboxOptions extends BrokerConnectionOptions {
 }
 
 const REJECT_REASON_HEADER = 'outbox-reject-reason';
+
+/** How often the messages waiting behind a batch in hand are marked in progress. */
+const KEEP_ALIVE_MS = 5000;
 
 /** Reads a durable JetStream consumer for an inbox, in batches, acking each stored message. */
 export function natsJetStreamInbox(options: NatsJetStreamInboxOptions): OutboxInboxTransport {
@@ -98,14 +104,22 @@ class NatsInbox implements OutboxInboxTransport {
     this.watcher ??= this.watch();
   }
 
+  /** Within one deadline: the batch in hand, the consumer, then the connection. */
   async close(timeoutMs: number): Promise<void> {
     this.stopping = true;
     this.nudge?.();
-    const bound = delay(timeoutMs);
+    const deadline = Date.now() + timeoutMs;
+    const left = () => Math.max(1, deadline - Date.now());
+    const bound = delay(left());
     await Promise.race([Promise.all([this.watcher, this.pumping]), bound.promise]);
     bound.cancel();
-    await this.consuming?.messages.close().catch(() => undefined);
-    await this.link.close(timeoutMs);
+    const consumerClosed = delay(left());
+    await Promise.race([
+      this.consuming?.messages.close().catch(() => undefined),
+      consumerClosed.promise,
+    ]);
+    consumerClosed.cancel();
+    await this.link.close(left());
   }
 
   /**
@@ -141,6 +155,9 @@ class NatsInbox implements OutboxInboxTransport {
         durable_name: consumer,
         ack_policy: this.nats.jetstream.AckPolicy.Explicit,
         ack_wait: this.nats.core.nanos(this.options.ackWaitMs ?? 30_000),
+        // The client pulls again before acks come back: the server's bound keeps what this
+        // inbox holds unacked to `prefetch`.
+        max_ack_pending: this.prefetch,
         filter_subject: this.options.filterSubject,
       });
     });
@@ -149,23 +166,35 @@ class NatsInbox implements OutboxInboxTransport {
       max_messages: this.prefetch,
       callback: (message) => {
         this.pending.push(message);
-        this.pumping ??= this.pump();
+        this.pumping ??= this.pump().catch((error: unknown) => {
+          this.logger.warn(`${this.label}: receiving stopped: ${scrubError(error)}`);
+        });
       },
     });
     this.consuming = { client, messages };
   }
 
-  /** Hands over what arrived, one batch at a time, in arrival order. */
+  /**
+   * Hands over what arrived, one batch at a time, in arrival order. While a batch is in hand
+   * (the inbox may hold it through a database outage), the messages waiting behind it are kept
+   * in progress, so the server does not hand them over a second time meanwhile.
+   */
   private async pump(): Promise<void> {
+    const keepAlive = setInterval(() => this.pending.forEach(quietly('working')), KEEP_ALIVE_MS);
     try {
       while (this.pending.length > 0 && !this.stopping && this.receive) {
         const batch = this.pending.splice(0, this.prefetch);
         await this.receive(batch.map((m) => this.delivery(m)));
       }
     } finally {
+      clearInterval(keepAlive);
       this.pumping = undefined;
     }
-    if (this.pending.length > 0 && !this.stopping) this.pumping = this.pump();
+    if (this.pending.length > 0 && !this.stopping) {
+      this.pumping = this.pump().catch((error: unknown) => {
+        this.logger.warn(`${this.label}: receiving stopped: ${scrubError(error)}`);
+      });
+    }
   }
 
   private delivery(m: JsMessage): InboxDelivery {
@@ -182,8 +211,10 @@ class NatsInbox implements OutboxInboxTransport {
       ack: async () => {
         await m.ackAck({ timeout: 5000 });
       },
-      retryLater: (delayMs) => Promise.resolve(m.nak(delayMs)),
-      working: () => m.working(),
+      // These throw at once on a connection that closed; the server hands the message over
+      // again after its ack wait anyway.
+      retryLater: (delayMs) => Promise.resolve(quietly('nak', delayMs)(m)),
+      working: () => quietly('working')(m),
       reject: async (reason) => this.reject(m, reason),
     };
   }
@@ -203,6 +234,20 @@ class NatsInbox implements OutboxInboxTransport {
     } else {
       this.logger.warn(`${this.label}: terminated message ${m.seq}: ${reason}`);
     }
-    m.term(reason);
+    quietly('term', reason)(m);
   }
+}
+
+/** One of a message's calls that need a live connection, with its failure ignored. */
+function quietly<K extends 'nak' | 'working' | 'term'>(
+  call: K,
+  ...args: Parameters<JsMessage[K]>
+): (m: JsMessage) => void {
+  return (m) => {
+    try {
+      (m[call] as (...a: unknown[]) => void)(...args);
+    } catch {
+      // The connection closed: the server redelivers after its ack wait.
+    }
+  };
 }

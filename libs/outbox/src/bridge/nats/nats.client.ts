@@ -88,7 +88,18 @@ export function loadNats(): NatsPackages {
 /** `nats://host:port` of each server, without any credentials a URL may hold. */
 export function serverLabel(servers: string | readonly string[]): string {
   const list = typeof servers === 'string' ? [servers] : servers;
-  return list.map((s) => s.replace(/\/\/[^@/]*@/, '//')).join(',');
+  return list.map(hostOf).join(',');
+}
+
+/**
+ * `scheme://host:port` of one server, whatever credentials it holds: everything up to the last
+ * `@` goes (a password may hold `/` or `@`), and so does any path.
+ */
+function hostOf(server: string): string {
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(server)?.[0] ?? '';
+  const rest = server.slice(scheme.length);
+  const host = rest.slice(rest.lastIndexOf('@') + 1).split(/[/?#]/)[0];
+  return `${scheme}${host}`;
 }
 
 /**
