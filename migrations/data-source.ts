@@ -21,7 +21,5 @@ export default new DataSource({
   // The migrations are the schema's only author.
   synchronize: false,
   migrationsRun: false,
-  // Each migration in its own transaction, and those that build indexes concurrently in none:
-  // TypeORM's default ('all') refuses to run them.
-  migrationsTransactionMode: 'each',
+  // TypeORM's default transaction mode, 'all': every migration of a run in one transaction.
 });

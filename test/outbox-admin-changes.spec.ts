@@ -173,7 +173,7 @@ describe('OutboxAdmin.replay', () => {
 
   it('reruns only the handlers named, and the event stays dead for the others', async () => {
     const [id] = await emitDead([paid(1)], ['mailer', 'billing']);
-    expect(await admin.replay({ ids: [id] }, { handlers: ['billing'] })).toMatchObject({
+    expect(await admin.replay({ ids: [id] }, { rerun: ['billing'] })).toMatchObject({
       ids: [id],
     });
     await drainUntilIdle(app);
@@ -189,11 +189,18 @@ describe('OutboxAdmin.replay', () => {
     expect(Object.fromEntries(runs)).toEqual({ billing: 1, mailer: 1 });
     expect((await row(id)).dispatched_at).not.toBeNull();
 
-    // A handler that already delivered the event selects nothing.
+    // A handler that already delivered the event selects nothing; `handlers`, the former name
+    // of `rerun`, still names them.
     const [other] = await emitDead([paid(2)], ['mailer']);
     expect(await admin.replay({ ids: [other] }, { handlers: ['ledger'] })).toEqual(
       changed([], [other]),
     );
+    // Both names at once is refused before anything changes.
+    await expect(
+      admin.replay({ ids: [other] }, { rerun: ['mailer'], handlers: ['mailer'] }),
+    ).rejects.toThrow(/options\.handlers .*absent when options\.rerun is given/);
+    await expect(admin.replay({ ids: [other] }, { rerun: [] })).rejects.toThrow(/options\.rerun/);
+    expect((await row(other)).dead_at).not.toBeNull();
   });
 
   it('selects by filter, in batches, every matching event once; a dry run changes nothing', async () => {

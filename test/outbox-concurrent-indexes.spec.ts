@@ -1,26 +1,18 @@
-import { randomBytes } from 'node:crypto';
-import { Client } from 'pg';
+import { type MigrationInterface } from 'typeorm';
 import {
-  DataSource,
-  ForbiddenTransactionModeOverrideError,
-  type MigrationInterface,
-} from 'typeorm';
-import {
-  OUTBOX_MIGRATIONS,
   OutboxDiscardIndexes1768500000000,
   OutboxOrderingIndexes1773500000000,
   OutboxOrganizationTypeIndex1770000000000,
 } from '@app/outbox';
-import { dropDatabase, withAdminClient } from './support/admin-client';
-import { withDatabase } from './support/database-url';
+import { insertEvent, waitForLockWait } from './support/index-build-probe';
 import { migratedIndexes } from './support/schema-catalog';
 import { useTestDatabase } from './support/test-database';
-import { ADMIN_URL_ENV, TEMPLATE_ENV, requireRunEnv } from './support/test-run';
 
 /**
- * The migrations that build indexes on outbox_event build them concurrently, outside a
- * transaction: emits go on during a build, and a build a failure left INVALID is rebuilt by the
- * next run rather than skipped by IF NOT EXISTS.
+ * Outside a transaction, the migrations that build indexes on outbox_event build them
+ * concurrently: emits go on during a build, and a build a failure left INVALID is rebuilt by the
+ * next run rather than skipped by IF NOT EXISTS. (Each mode and entry point:
+ * outbox-migration-modes.spec.ts.)
  */
 
 const t = useTestDatabase();
@@ -71,79 +63,7 @@ async function validity(): Promise<Record<string, boolean>> {
   return Object.fromEntries(rows.map(({ name, valid }) => [name, valid]));
 }
 
-/** Waits until a session of the database runs a statement matching `pattern` and waits on a lock. */
-async function waitForLockWait(pattern: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const { rows } = await t.sql.query(
-      `SELECT 1 FROM pg_stat_activity
-        WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE $1`,
-      [pattern],
-    );
-    if (rows.length > 0) return;
-    if (Date.now() > deadline) throw new Error(`no session waits on a lock for ${pattern}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-async function insertEvent(client: Client, type: string): Promise<void> {
-  await client.query(
-    `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, organization_id)
-     VALUES (gen_random_uuid(), $1, 'a', '1', '{}', 'org')`,
-    [type],
-  );
-}
-
 describe('the index migrations', () => {
-  it('run outside a transaction: mode "all" refuses them before applying anything; they revert in a transaction or none', async () => {
-    for (const Migration of INDEX_MIGRATIONS) expect(new Migration().transaction).toBe(false);
-
-    const adminUrl = requireRunEnv(ADMIN_URL_ENV);
-    const name = `${requireRunEnv(TEMPLATE_ENV)}_${randomBytes(4).toString('hex')}`;
-    await withAdminClient(adminUrl, (client) =>
-      client.query(`CREATE DATABASE ${client.escapeIdentifier(name)}`),
-    );
-    try {
-      const dataSource = new DataSource({
-        type: 'postgres',
-        url: withDatabase(adminUrl, name),
-        migrations: OUTBOX_MIGRATIONS,
-        logging: false,
-      });
-      await dataSource.initialize();
-      try {
-        await expect(dataSource.runMigrations({ transaction: 'all' })).rejects.toBeInstanceOf(
-          ForbiddenTransactionModeOverrideError,
-        );
-        const { present } = (
-          await dataSource.query(`SELECT to_regclass('outbox_event') IS NOT NULL AS present`)
-        )[0];
-        expect(present).toBe(false);
-        // Mode 'each' applies them all.
-        const applied = await dataSource.runMigrations({ transaction: 'each' });
-        expect(applied).toHaveLength(OUTBOX_MIGRATIONS.length);
-        const migrated = await migratedIndexes(dataSource, 'outbox_event');
-
-        // TypeORM's revert runs down() in a transaction unless told 'none', whatever the
-        // migration's `transaction`: both revert the index migrations, and up() again.
-        const since =
-          OUTBOX_MIGRATIONS.length - OUTBOX_MIGRATIONS.indexOf(OutboxDiscardIndexes1768500000000);
-        for (const transaction of ['all', 'none'] as const) {
-          for (let i = 0; i < since; i++) await dataSource.undoLastMigration({ transaction });
-          const reverted = await migratedIndexes(dataSource, 'outbox_event');
-          expect(Object.keys(reverted)).toContain('outbox_event_dead_due_idx');
-          for (const name of BUILT) expect(Object.keys(reverted)).not.toContain(name);
-          await dataSource.runMigrations({ transaction: 'each' });
-          expect(await migratedIndexes(dataSource, 'outbox_event')).toEqual(migrated);
-        }
-      } finally {
-        await dataSource.destroy();
-      }
-    } finally {
-      await withAdminClient(adminUrl, (client) => dropDatabase(client, name));
-    }
-  });
-
   it('rebuild the indexes an interrupted concurrent build left invalid', async () => {
     const before = await migratedIndexes(t.db.dataSource, 'outbox_event');
     await down(...INDEX_MIGRATIONS);
@@ -181,7 +101,7 @@ describe('the index migrations', () => {
       () => (built = true),
       () => undefined,
     );
-    await waitForLockWait('%outbox_event_organization_type_idx%');
+    await waitForLockWait(t.sql, '%outbox_event_organization_type_idx%');
 
     // A build that held writes (a plain CREATE INDEX) would make this insert wait past its
     // lock_timeout.

@@ -26,7 +26,8 @@ export async function createTemplateDatabase(adminUrl: string, name: string): Pr
     });
     await dataSource.initialize();
     try {
-      await dataSource.runMigrations({ transaction: 'each' });
+      // TypeORM's defaults (mode 'all'), as an app's migrationsRun has them.
+      await dataSource.runMigrations();
     } finally {
       // CREATE DATABASE ... TEMPLATE refuses while any session is connected to the template.
       await dataSource.destroy();

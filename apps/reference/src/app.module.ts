@@ -73,9 +73,8 @@ export class AppModule implements NestModule {
               url,
               entities: APP_ENTITIES,
               migrations: [...OUTBOX_MIGRATIONS, ...REFERENCE_APP_MIGRATIONS],
+              // TypeORM's default transaction mode ('all'): the outbox's migrations run in any.
               migrationsRun: true,
-              // The outbox's index builds run outside a transaction, which 'all' refuses.
-              migrationsTransactionMode: 'each' as const,
               logging: false,
               // A new connection to a database that stops answering must not wait forever.
               connectTimeoutMS: 5000,

@@ -86,6 +86,9 @@ export {
 export { OutboxEventEntity, OUTBOX_ENTITIES } from './store/outbox-event.entity';
 export {
   OUTBOX_MIGRATIONS,
+  outboxMigrations,
+  type OutboxMigration,
+  type OutboxMigrationsOptions,
   CreateOutboxEvent1764400000000,
   OutboxDueIndex1765000000000,
   OutboxEventCausation1766000000000,
@@ -129,6 +132,7 @@ export {
   InvalidOutboxHandlerTimeoutError,
   InvalidOutboxHandlerTransactionError,
   InvalidOutboxOptionsError,
+  InvalidOutboxMigrationsOptionsError,
   OutboxError,
   OutboxEventConflictError,
   OutboxHandlerTimeoutError,

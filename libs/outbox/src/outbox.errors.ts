@@ -80,6 +80,16 @@ export class InvalidOutboxOptionsError extends OutboxError {
   }
 }
 
+/** `outboxMigrations()` was given an option it cannot use; nothing ran. */
+export class InvalidOutboxMigrationsOptionsError extends OutboxError {
+  constructor(
+    readonly field: string,
+    readonly value: unknown,
+  ) {
+    super(OutboxMessages.invalidMigrationsOption(field, value));
+  }
+}
+
 /** A handler name is not kebab-case; names are persisted, so they are kept to one shape. */
 export class InvalidOutboxHandlerNameError extends OutboxError {
   constructor(

@@ -43,7 +43,6 @@ export const outboxImports = [
     entities: [...OUTBOX_ENTITIES],
     migrations: [...OUTBOX_MIGRATIONS, CreateAuditEntry1700000000000],
     migrationsRun: true,
-    migrationsTransactionMode: 'each',
     connectTimeoutMS: 5000,
   }),
   OutboxModule.forRoot({ maxAttempts: 10, handlerTimeoutMs: 10_000 }),

@@ -82,7 +82,7 @@ export class OutboxAdminController {
   replay(@Body() body: ReplayBody) {
     return answer(() =>
       this.admin.replay(body.toSelector(), {
-        handlers: body.handlers,
+        rerun: body.handlers,
         dryRun: body.dryRun,
         after: body.after,
         actor: 'reference-app:http',

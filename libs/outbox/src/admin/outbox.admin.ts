@@ -158,7 +158,7 @@ export class OutboxAdmin {
 
   /**
    * Makes the selected dead events due now, discarded ones included (they are restored): the
-   * next claim runs every handler that has not delivered them, or only `handlers`. Events under
+   * next claim runs every handler that has not delivered them, or only those in `rerun`. Events under
    * a lease (a relay is running them) are left alone. Each changed event is recorded as an
    * `outbox.event.replayed` event with the handlers and the actor.
    */
@@ -166,19 +166,7 @@ export class OutboxAdmin {
     selector: DeadLetterSelector,
     options: ReplayOptions = {},
   ): Promise<DeadLetterChange> {
-    const { handlers } = options;
-    if (
-      handlers !== undefined &&
-      (!Array.isArray(handlers) ||
-        handlers.length === 0 ||
-        handlers.some((h) => typeof h !== 'string' || h.length === 0))
-    ) {
-      throw new InvalidOutboxAdminQueryError(
-        'options.handlers',
-        handlers,
-        'a non-empty list of handler names',
-      );
-    }
+    const handlers = rerunOf(options);
     return this.change(selector, options, { kind: 'replay', handlers });
   }
 
@@ -304,4 +292,27 @@ function countByType(counts: Record<string, number>): string {
 function unwrap<T>(result: { ok: true; value: T } | { ok: false; error: Error }): T {
   if (!result.ok) throw result.error;
   return result.value;
+}
+
+/** The handlers a replay reruns, from `rerun` or its former name `handlers`, checked. */
+function rerunOf(options: ReplayOptions): readonly string[] | undefined {
+  const { rerun, handlers } = options;
+  if (rerun !== undefined && handlers !== undefined) {
+    throw new InvalidOutboxAdminQueryError(
+      'options.handlers',
+      handlers,
+      'absent when options.rerun is given (handlers is the former name of rerun)',
+    );
+  }
+  const field = rerun !== undefined ? 'options.rerun' : 'options.handlers';
+  const names = rerun ?? handlers;
+  if (
+    names !== undefined &&
+    (!Array.isArray(names) ||
+      names.length === 0 ||
+      names.some((h) => typeof h !== 'string' || h.length === 0))
+  ) {
+    throw new InvalidOutboxAdminQueryError(field, names, 'a non-empty list of handler names');
+  }
+  return names;
 }

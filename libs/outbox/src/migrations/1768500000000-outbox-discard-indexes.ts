@@ -1,10 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import {
-  createIndexConcurrently,
-  dropIndexConcurrently,
-  createIndexOnRevert,
-  dropIndexOnRevert,
-} from './concurrent-index';
+import { createIndex, dropIndex } from './concurrent-index';
 
 /**
  * The indexes of discarded dead letters, built concurrently: the dead replay index leaves
@@ -13,11 +8,10 @@ import {
  * newest first through `outbox_event_dead_idx`, and the sweep finds discarded rows through
  * `outbox_event_discarded_idx`.
  *
- * `transaction = false`, as PostgreSQL builds an index concurrently only outside a transaction:
- * each build reads the whole table while emits and settles go on. TypeORM then needs
- * `migrationsTransactionMode: 'each'` (its default, 'all', refuses to start). Each statement is
- * idempotent, and an index a failed run left invalid is rebuilt, so a run that stopped halfway
- * completes when run again.
+ * Built in the migration's transaction when TypeORM runs it in one, concurrently outside one
+ * (`concurrent-index.ts`): each concurrent build reads the whole table while emits and settles go
+ * on. Each statement is idempotent, and an index a failed run left invalid is rebuilt, so a run
+ * that stopped halfway completes when run again.
  *
  * The old index is dropped once the new ones are valid. The previous version's SQL is unchanged,
  * though its claim of due dead rows (which does not name `discarded_at`, so cannot take
@@ -25,37 +19,36 @@ import {
  */
 export class OutboxDiscardIndexes1768500000000 implements MigrationInterface {
   name = 'OutboxDiscardIndexes1768500000000';
-  transaction = false;
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    await createIndexConcurrently(
+    await createIndex(
       queryRunner,
       'outbox_event_dead_retry_idx',
       `ON outbox_event (next_attempt_at, id)
        WHERE dispatched_at IS NULL AND dead_at IS NOT NULL AND discarded_at IS NULL`,
     );
-    await createIndexConcurrently(
+    await createIndex(
       queryRunner,
       'outbox_event_dead_idx',
       `ON outbox_event (dead_at, id) WHERE dispatched_at IS NULL AND dead_at IS NOT NULL`,
     );
-    await createIndexConcurrently(
+    await createIndex(
       queryRunner,
       'outbox_event_discarded_idx',
       `ON outbox_event (discarded_at) WHERE dispatched_at IS NULL AND discarded_at IS NOT NULL`,
     );
-    await dropIndexConcurrently(queryRunner, 'outbox_event_dead_due_idx');
+    await dropIndex(queryRunner, 'outbox_event_dead_due_idx');
   }
 
   /** Restores the previous dead index before dropping the new ones. */
   async down(queryRunner: QueryRunner): Promise<void> {
-    await createIndexOnRevert(
+    await createIndex(
       queryRunner,
       'outbox_event_dead_due_idx',
       `ON outbox_event (next_attempt_at, id) WHERE dispatched_at IS NULL AND dead_at IS NOT NULL`,
     );
-    await dropIndexOnRevert(queryRunner, 'outbox_event_discarded_idx');
-    await dropIndexOnRevert(queryRunner, 'outbox_event_dead_idx');
-    await dropIndexOnRevert(queryRunner, 'outbox_event_dead_retry_idx');
+    await dropIndex(queryRunner, 'outbox_event_discarded_idx');
+    await dropIndex(queryRunner, 'outbox_event_dead_idx');
+    await dropIndex(queryRunner, 'outbox_event_dead_retry_idx');
   }
 }

@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { createIndexConcurrently, dropIndexOnRevert } from './concurrent-index';
+import { createIndex, dropIndex } from './concurrent-index';
 
 /**
  * `outbox_event_organization_type_idx (organization_id, type, occurred_at, id)`: what
@@ -10,16 +10,15 @@ import { createIndexConcurrently, dropIndexOnRevert } from './concurrent-index';
  * this index for its due index (PostgreSQL 18's skip scan would otherwise consider it for a
  * claim by type).
  *
- * Built concurrently, so `transaction = false` (TypeORM then needs `migrationsTransactionMode:
- * 'each'`): it reads the whole table while emits go on, and a run that failed halfway rebuilds
- * the invalid index it left. The previous version runs unchanged meanwhile: it never reads it.
+ * Built in the migration's transaction when TypeORM runs it in one, concurrently outside one
+ * (`concurrent-index.ts`), while emits go on; a run that failed halfway rebuilds the invalid
+ * index it left. The previous version runs unchanged meanwhile: it never reads it.
  */
 export class OutboxOrganizationTypeIndex1770000000000 implements MigrationInterface {
   name = 'OutboxOrganizationTypeIndex1770000000000';
-  transaction = false;
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    await createIndexConcurrently(
+    await createIndex(
       queryRunner,
       'outbox_event_organization_type_idx',
       `ON outbox_event (organization_id, type, occurred_at, id) WHERE organization_id IS NOT NULL`,
@@ -27,6 +26,6 @@ export class OutboxOrganizationTypeIndex1770000000000 implements MigrationInterf
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
-    await dropIndexOnRevert(queryRunner, 'outbox_event_organization_type_idx');
+    await dropIndex(queryRunner, 'outbox_event_organization_type_idx');
   }
 }

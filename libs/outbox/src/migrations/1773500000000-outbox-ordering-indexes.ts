@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { createIndexConcurrently, dropIndexOnRevert } from './concurrent-index';
+import { createIndex, dropIndex } from './concurrent-index';
 
 /**
  * The per-key ordering's indexes (see `OutboxOrdering1773000000000`), built concurrently:
@@ -8,30 +8,29 @@ import { createIndexConcurrently, dropIndexOnRevert } from './concurrent-index';
  * the live events an ordered handler retries. All partial, on columns only ordered handlers set,
  * but each build still reads the whole table.
  *
- * `transaction = false`, as PostgreSQL builds an index concurrently only outside a transaction:
- * emits and settles go on meanwhile. TypeORM then needs `migrationsTransactionMode: 'each'` (its
- * default, 'all', refuses to start). An index a failed run left invalid is rebuilt, so a run that
- * stopped halfway completes when run again. The previous version never reads them.
+ * Built in the migration's transaction when TypeORM runs it in one, concurrently outside one
+ * (`concurrent-index.ts`), while emits and settles go on. An index a failed run left invalid is
+ * rebuilt, so a run that stopped halfway completes when run again. The previous version never
+ * reads them.
  */
 export class OutboxOrderingIndexes1773500000000 implements MigrationInterface {
   name = 'OutboxOrderingIndexes1773500000000';
-  transaction = false;
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    await createIndexConcurrently(
+    await createIndex(
       queryRunner,
       'outbox_event_ordering_idx',
       `ON outbox_event (ordering_key, ordering_position)
        WHERE ordering_position IS NOT NULL AND dispatched_at IS NULL AND discarded_at IS NULL`,
     );
-    await createIndexConcurrently(
+    await createIndex(
       queryRunner,
       'outbox_event_blocked_idx',
       `ON outbox_event (dead_at, id)
        WHERE dispatched_at IS NULL AND dead_at IS NOT NULL AND discarded_at IS NULL
          AND ordered_for <> '{}'`,
     );
-    await createIndexConcurrently(
+    await createIndex(
       queryRunner,
       'outbox_event_ordered_retry_idx',
       `ON outbox_event (occurred_at)
@@ -40,8 +39,8 @@ export class OutboxOrderingIndexes1773500000000 implements MigrationInterface {
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
-    await dropIndexOnRevert(queryRunner, 'outbox_event_ordered_retry_idx');
-    await dropIndexOnRevert(queryRunner, 'outbox_event_blocked_idx');
-    await dropIndexOnRevert(queryRunner, 'outbox_event_ordering_idx');
+    await dropIndex(queryRunner, 'outbox_event_ordered_retry_idx');
+    await dropIndex(queryRunner, 'outbox_event_blocked_idx');
+    await dropIndex(queryRunner, 'outbox_event_ordering_idx');
   }
 }

@@ -1,9 +1,15 @@
 import { QueryRunner } from 'typeorm';
 
 /**
- * Builds an index with `CREATE INDEX CONCURRENTLY IF NOT EXISTS`, for a migration with
- * `transaction = false` (PostgreSQL refuses a concurrent build inside a transaction): writes go
- * on while it reads the table. Shared by released migrations: a change here changes them.
+ * Index builds of the outbox's migrations, in whatever transaction mode the app's TypeORM runs
+ * them. Shared by released migrations: a change here changes them.
+ *
+ * - Inside a transaction (TypeORM's default mode 'all', or 'each'), a plain `CREATE INDEX`:
+ *   PostgreSQL refuses a concurrent build there. It holds the table's writes while it reads the
+ *   table, which a new or small table never notices.
+ * - Outside one (mode 'none', `outboxMigrations({ concurrentIndexes: true })`, or the package's
+ *   `nestjs-lease-outbox migrate`), `CREATE INDEX CONCURRENTLY`: writes go on while it reads the
+ *   table, for a big table in production.
  *
  * A concurrent build that fails or is interrupted (a cancel, a timeout, a lost connection, a
  * deploy job killed) leaves its index behind, INVALID: never used by a query but kept up to date
@@ -12,45 +18,26 @@ import { QueryRunner } from 'typeorm';
  * runner is the only one building it: run migrations from one place at a time, as a build in
  * progress is invalid too until it ends.
  *
- * No lock_timeout is set: the build's lock (SHARE UPDATE EXCLUSIVE) never makes emits or settles
- * wait, only other schema changes and vacuums of the table, and the build then waits for the
- * transactions older than it to end, which holds nobody up. A lock_timeout or statement_timeout
- * the connection carries may still end it: that leaves an invalid index, rebuilt by the next run.
+ * No lock_timeout is set: a concurrent build's lock (SHARE UPDATE EXCLUSIVE) never makes emits or
+ * settles wait, only other schema changes and vacuums of the table, and the build then waits for
+ * the transactions older than it to end, which holds nobody up. A lock_timeout or
+ * statement_timeout the connection carries may still end it: that leaves an invalid index,
+ * rebuilt by the next run.
  */
-export async function createIndexConcurrently(
+export async function createIndex(
   queryRunner: QueryRunner,
   name: string,
   definition: string,
 ): Promise<void> {
   await dropIndexIfInvalid(queryRunner, name);
-  await queryRunner.query(`CREATE INDEX CONCURRENTLY IF NOT EXISTS ${name} ${definition}`);
+  const concurrently = queryRunner.isTransactionActive ? '' : 'CONCURRENTLY ';
+  await queryRunner.query(`CREATE INDEX ${concurrently}IF NOT EXISTS ${name} ${definition}`);
 }
 
-/** Drops an index without making writes wait, outside a transaction. */
-export async function dropIndexConcurrently(queryRunner: QueryRunner, name: string): Promise<void> {
-  await queryRunner.query(`DROP INDEX CONCURRENTLY IF EXISTS ${name}`);
-}
-
-/**
- * For `down()`: TypeORM's revert (`migration:revert`, `undoLastMigration`) runs it in a
- * transaction whatever the migration's `transaction`, unless told `transaction: 'none'`. There
- * the index is built plainly, holding writes while it reads the table; outside, concurrently.
- */
-export async function createIndexOnRevert(
-  queryRunner: QueryRunner,
-  name: string,
-  definition: string,
-): Promise<void> {
-  if (!queryRunner.isTransactionActive)
-    return createIndexConcurrently(queryRunner, name, definition);
-  await dropIndexIfInvalid(queryRunner, name);
-  await queryRunner.query(`CREATE INDEX IF NOT EXISTS ${name} ${definition}`);
-}
-
-/** For `down()`, as `createIndexOnRevert`: concurrently unless in the revert's transaction. */
-export async function dropIndexOnRevert(queryRunner: QueryRunner, name: string): Promise<void> {
-  if (!queryRunner.isTransactionActive) return dropIndexConcurrently(queryRunner, name);
-  await queryRunner.query(`DROP INDEX IF EXISTS ${name}`);
+/** Drops an index: concurrently (without making writes wait) unless inside a transaction. */
+export async function dropIndex(queryRunner: QueryRunner, name: string): Promise<void> {
+  const concurrently = queryRunner.isTransactionActive ? '' : 'CONCURRENTLY ';
+  await queryRunner.query(`DROP INDEX ${concurrently}IF EXISTS ${name}`);
 }
 
 async function dropIndexIfInvalid(queryRunner: QueryRunner, name: string): Promise<void> {
@@ -59,5 +46,5 @@ async function dropIndexIfInvalid(queryRunner: QueryRunner, name: string): Promi
     `SELECT NOT i.indisvalid AS invalid FROM pg_index AS i WHERE i.indexrelid = to_regclass($1)`,
     [name],
   )) as { invalid: boolean }[];
-  if (rows[0]?.invalid) await dropIndexOnRevert(queryRunner, name);
+  if (rows[0]?.invalid) await dropIndex(queryRunner, name);
 }

@@ -1,3 +1,4 @@
+import type { MigrationInterface } from 'typeorm';
 import { CreateOutboxEvent1764400000000 } from './1764400000000-create-outbox-event';
 import { OutboxDueIndex1765000000000 } from './1765000000000-outbox-due-index';
 import { OutboxEventCausation1766000000000 } from './1766000000000-outbox-event-causation';
@@ -10,13 +11,19 @@ import { OutboxAdminChange1771000000000 } from './1771000000000-outbox-admin-cha
 import { OutboxClaimFunction1772000000000 } from './1772000000000-outbox-claim-function';
 import { OutboxOrdering1773000000000 } from './1773000000000-outbox-ordering';
 import { OutboxOrderingIndexes1773500000000 } from './1773500000000-outbox-ordering-indexes';
+import { InvalidOutboxMigrationsOptionsError } from '../outbox.errors';
+
+/** A migration class, as TypeORM's `migrations` option takes it. */
+export type OutboxMigration = new () => MigrationInterface;
 
 /**
- * The outbox's migrations, in order: add them to your DataSource's `migrations`, with
- * `migrationsTransactionMode: 'each'` (those that build indexes concurrently run outside a
- * transaction, which TypeORM's default, 'all', refuses).
+ * The outbox's migrations, in order: add them to your DataSource's `migrations`. They run in any
+ * `migrationsTransactionMode`: in a transaction ('all', TypeORM's default, or 'each') an index is
+ * built plainly, outside one ('none') concurrently. For concurrent builds on a big table without
+ * changing how the app's own migrations run, see `outboxMigrations({ concurrentIndexes: true })`
+ * and `npx nestjs-lease-outbox migrate`.
  */
-export const OUTBOX_MIGRATIONS = [
+export const OUTBOX_MIGRATIONS: OutboxMigration[] = [
   CreateOutboxEvent1764400000000,
   OutboxDueIndex1765000000000,
   OutboxEventCausation1766000000000,
@@ -30,6 +37,47 @@ export const OUTBOX_MIGRATIONS = [
   OutboxOrdering1773000000000,
   OutboxOrderingIndexes1773500000000,
 ];
+
+/** The migrations whose only work is building (and dropping) indexes on `outbox_event`. */
+const INDEX_MIGRATIONS: ReadonlySet<OutboxMigration> = new Set<OutboxMigration>([
+  OutboxDiscardIndexes1768500000000,
+  OutboxOrganizationTypeIndex1770000000000,
+  OutboxOrderingIndexes1773500000000,
+]);
+
+export interface OutboxMigrationsOptions {
+  /**
+   * Build the indexes of the index-only migrations concurrently, each such migration outside a
+   * transaction (`transaction = false`), so emits and settles go on during each build of a big
+   * table. TypeORM refuses a migration that sets its own transaction under its default mode,
+   * 'all': use it with `migrationsTransactionMode: 'each'` or 'none', or run
+   * `npx nestjs-lease-outbox migrate` (which does this) before the app's own migrations.
+   * Default false: every migration runs in the mode the DataSource gives it.
+   */
+  concurrentIndexes?: boolean;
+}
+
+/**
+ * The outbox's migrations, as `OUTBOX_MIGRATIONS`, or with `concurrentIndexes` the index-only ones
+ * outside a transaction. Same names either way: TypeORM records each once, whichever list ran it.
+ */
+export function outboxMigrations(options: OutboxMigrationsOptions = {}): OutboxMigration[] {
+  const concurrentIndexes = options.concurrentIndexes ?? false;
+  if (typeof concurrentIndexes !== 'boolean') {
+    throw new InvalidOutboxMigrationsOptionsError('concurrentIndexes', concurrentIndexes);
+  }
+  if (!concurrentIndexes) return [...OUTBOX_MIGRATIONS];
+  return OUTBOX_MIGRATIONS.map((migration) =>
+    INDEX_MIGRATIONS.has(migration) ? outsideTransaction(migration) : migration,
+  );
+}
+
+function outsideTransaction(Migration: OutboxMigration): OutboxMigration {
+  // The subclass keeps the parent's `name`, which is what TypeORM records and compares.
+  return class extends Migration {
+    override transaction = false as const;
+  };
+}
 
 export {
   CreateOutboxEvent1764400000000,

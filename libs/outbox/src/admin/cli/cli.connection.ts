@@ -1,5 +1,5 @@
 import { DataSource } from 'typeorm';
-import { OUTBOX_MIGRATIONS } from '../../migrations';
+import { outboxMigrations } from '../../migrations';
 import { OutboxAdmin } from '../outbox.admin';
 import { AdminStore } from '../../store/admin/admin.store';
 
@@ -31,7 +31,9 @@ export async function withConnection<T>(
     type: 'postgres',
     url: options.url,
     connectTimeoutMS: CONNECT_TIMEOUT_MS,
-    migrations: [...OUTBOX_MIGRATIONS],
+    // Index builds concurrently, outside a transaction: the command is how a big table migrates
+    // while the app runs.
+    migrations: outboxMigrations({ concurrentIndexes: true }),
     migrationsTableName: options.migrationsTableName,
     logging: false,
     extra: { max: 2, application_name: 'nestjs-lease-outbox-cli' },

@@ -204,7 +204,7 @@ function buildProgram(
   ).action(async (ids: string[], options: ChangeOptions & { rerun: string[] }, cmd: Command) => {
     const change = await connect(cmd, ({ admin }) =>
       admin.replay(toSelector(ids, options), {
-        handlers: options.rerun.length > 0 ? options.rerun : undefined,
+        rerun: options.rerun.length > 0 ? options.rerun : undefined,
         dryRun: options.dryRun,
         actor: options.actor,
         ...toBounds(options),
@@ -235,7 +235,9 @@ function buildProgram(
 
   program
     .command('migrate')
-    .description("apply the outbox's migrations (for a database without a TypeORM setup)")
+    .description(
+      "apply the outbox's migrations, each in its own transaction but for index builds, which run concurrently",
+    )
     .option('--dry-run', 'list the migrations that would run, run none')
     .option('--migrations-table <name>', "TypeORM's migrations table", 'migrations')
     .action(async (options: { dryRun?: boolean; migrationsTable: string }, cmd: Command) => {

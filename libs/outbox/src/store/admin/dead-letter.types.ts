@@ -273,8 +273,10 @@ export interface ChangeBounds {
 export interface ReplayOptions extends ChangeBounds {
   /**
    * Only these handlers run again (each that has not delivered the event); every handler not yet
-   * delivered when absent.
+   * delivered when absent. The command's `--rerun`.
    */
+  rerun?: readonly string[];
+  /** @deprecated The former name of `rerun`; give one of the two. */
   handlers?: readonly string[];
   /** Select and report, change nothing. */
   dryRun?: boolean;
