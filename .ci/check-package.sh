@@ -11,7 +11,14 @@
 #       test/consumers/nest11-commonjs    Nest 11, TypeORM 1, CommonJS, no Terminus or schedule;
 #       test/consumers/nest11-companions  the same with @nestjs/terminus 12 and @nestjs/schedule 12;
 #       test/consumers/nest12-esm         Nest 12, TypeORM 0.3, an ES module app, with both.
+#   - no install warns EBADENGINE: every package the apps install accepts the Node.js it runs on.
+#
+# CONSUMERS (a space-separated list of the apps above, default all three) and PACKAGE_LINT=0
+# (skip attw and publint, which do not depend on the Node.js line) let another line repeat only
+# what can differ there.
 set -euo pipefail
+CONSUMERS=${CONSUMERS:-nest11-commonjs nest11-companions nest12-esm}
+PACKAGE_LINT=${PACKAGE_LINT:-1}
 cd "$(dirname "$0")/.."
 root=$PWD
 : "${DATABASE_URL:?check-package.sh needs DATABASE_URL (a server where it may create databases)}"
@@ -73,8 +80,10 @@ if (problems.length > 0) {
 console.log(`package: ${files.length} files`);
 JS
 
-npx attw --no-color "$tarball"
-npx publint run "$tarball" --strict
+if [ "$PACKAGE_LINT" = 1 ]; then
+  npx attw --no-color "$tarball"
+  npx publint run "$tarball" --strict
+fi
 
 database_url() {
   node -e 'const url = new URL(process.argv[1]); url.pathname = "/" + process.argv[2]; console.log(url.href)' \
@@ -92,8 +101,12 @@ consumer() {
   if grep -q '"@nestjs/terminus"' "$app/package.json"; then
     cp test/consumers/shared/companions.ts "$app/src/"
   fi
-  echo "--- $name: npm install"
-  (cd "$app" && npm install --no-audit --no-fund --loglevel=error "$tarball")
+  echo "--- $name: npm install (Node $(node --version))"
+  (cd "$app" && npm install --no-audit --no-fund --loglevel=warn "$tarball") 2>&1 | tee "$app.install.log"
+  if grep -q EBADENGINE "$app.install.log"; then
+    echo "$name: a package refuses Node $(node --version) (EBADENGINE above)" >&2
+    exit 1
+  fi
   (cd "$app" && node -e '
     const pkg = require("nestjs-lease-outbox/package.json");
     const nest = require("@nestjs/core/package.json");
@@ -124,12 +137,19 @@ consumer() {
   (cd "$app" && DATABASE_URL=$(database_url "$database") timeout 60 npx --no-install nestjs-lease-outbox status --fail-on-dead)
 }
 
-consumer nest11-commonjs "nodenext nodenext" "commonjs node10"
-for optional in @nestjs/terminus @nestjs/schedule; do
-  if [ -e "$scratch/nest11-commonjs/node_modules/$optional" ]; then
-    echo "$optional was installed into an app that did not ask for it" >&2
-    exit 1
-  fi
+for app in $CONSUMERS; do
+  case "$app" in
+    nest11-commonjs)
+      consumer nest11-commonjs "nodenext nodenext" "commonjs node10"
+      for optional in @nestjs/terminus @nestjs/schedule; do
+        if [ -e "$scratch/nest11-commonjs/node_modules/$optional" ]; then
+          echo "$optional was installed into an app that did not ask for it" >&2
+          exit 1
+        fi
+      done
+      ;;
+    nest11-companions) consumer nest11-companions "nodenext nodenext" ;;
+    nest12-esm) consumer nest12-esm "node16 node16" "nodenext nodenext" "esnext bundler" ;;
+    *) echo "no consumer app $app" >&2; exit 2 ;;
+  esac
 done
-consumer nest11-companions "nodenext nodenext"
-consumer nest12-esm "node16 node16" "nodenext nodenext" "esnext bundler"

@@ -179,7 +179,7 @@ export function postgresOwner(): { uid: number; gid: number } | undefined {
     return { uid, gid };
   } catch {
     throw new Error(
-      'running as root needs a `postgres` OS user to run the server (.ci/start-postgres-15.sh install creates one)',
+      'running as root needs a `postgres` OS user to run the server (.ci/start-postgres.sh install creates one)',
     );
   }
 }

