@@ -14,6 +14,9 @@ export default tseslint.config(
       'jest.brokers.config.js',
       'eslint.config.mjs',
       '.dependency-cruiser.cjs',
+      '.remarkrc.mjs',
+      // Plain Node scripts of CI, outside the TypeScript project.
+      '.ci/**',
       // Apps with their own dependencies, type-checked against the packed tarball by CI.
       'test/consumers/**',
       'libs/outbox/scripts/**',

@@ -29,7 +29,7 @@ export interface OutboxRelayMessage {
  * for good (a JetStream publish ack, a RabbitMQ publisher confirm) and rejects otherwise; a
  * message published twice (after a crash between the confirm and the settle) carries the same
  * event id both times, for the broker's or the receiver's deduplication. A transport for another
- * broker implements this interface: see the README's "Across services".
+ * broker implements this interface: see docs/across-services.md.
  */
 export interface OutboxRelayTransport {
   readonly kind: string;
