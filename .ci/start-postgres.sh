@@ -103,7 +103,7 @@ start_postgres() {
 
 stop_postgres() {
   local dir=${1:?usage: stop <dir>}
-  PG_BIN=$(cat "$dir/bin")
+  PG_BIN=$(cat "$dir/bin" 2>/dev/null || echo "$PG_BIN")
   if [ -f "$dir/data/postmaster.pid" ]; then
     as_postgres "$PG_BIN/pg_ctl" -D "$dir/data" -m fast -w stop >&2 || true
   fi
