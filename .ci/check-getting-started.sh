@@ -53,10 +53,22 @@ refused() {
   sed -n "s/^npm warn EBADENGINE *package: '\(.*\)',\$/\1/p" | sort -u
 }
 
+# An HTTP request with Node's fetch (no curl on a bare machine): prints the body, fails unless 2xx.
+http() {
+  node -e '
+    fetch(process.argv[2], { method: process.argv[1], signal: AbortSignal.timeout(5000) })
+      .then(async (res) => {
+        process.stdout.write(await res.text());
+        if (!res.ok) process.exit(1);
+      })
+      .catch(() => process.exit(1));
+  ' "$1" "$2"
+}
+
 # Polls `url` until it answers; prints the body.
 wait_for() {
   local url=$1 deadline=$((SECONDS + 60))
-  until curl -sf "$url"; do
+  until http GET "$url"; do
     if [ $SECONDS -ge $deadline ] || ! kill -0 "$app_pid" 2>/dev/null; then
       echo "no answer from $url" >&2
       return 1
@@ -75,7 +87,9 @@ for major in "${majors[@]}"; do
 
   # What the template itself refuses on this Node (its CLI's toolchain may ask for a later
   # minor), so that only what the guide's line brings counts below.
-  (cd "$app" && npm install --no-audit --no-fund --loglevel=warn) 2>&1 | refused >"$scratch/template$major.refused"
+  (cd "$app" && npm install --no-audit --no-fund --loglevel=warn) >"$scratch/template$major.log" 2>&1 ||
+    { cat "$scratch/template$major.log"; exit 1; }
+  refused <"$scratch/template$major.log" >"$scratch/template$major.refused"
   if [ -s "$scratch/template$major.refused" ]; then
     echo "(the Nest $major template itself refuses Node $(node --version): $(paste -sd' ' "$scratch/template$major.refused"))"
   fi
@@ -111,14 +125,14 @@ for major in "${majors[@]}"; do
     console.log(`health ${health.status}, outbox ${health.details.outbox.status} (${health.details.outbox.state})`);
   ' "$health"
   paid_at=$(date +%s%3N)
-  curl -sf -X POST "http://127.0.0.1:$port/invoices/inv-1/pay"
+  http POST "http://127.0.0.1:$port/invoices/inv-1/pay"
   echo
   # Past one poll interval (30 s), so a missed wake shows as a late delivery, not a failure.
   deadline=$((SECONDS + 45))
   until grep -q 'receipt for invoice inv-1' "$scratch/app$major.log"; do
     if [ $SECONDS -ge $deadline ]; then
       cat "$scratch/app$major.log"
-      curl -s "http://127.0.0.1:$port/health" || true
+      http GET "http://127.0.0.1:$port/health" || true
       echo
       echo "Nest $major: the handler did not receive invoice.paid" >&2
       exit 1

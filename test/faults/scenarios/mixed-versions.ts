@@ -1,4 +1,4 @@
-import { OUTBOX_MIGRATIONS } from '@app/outbox';
+import { outboxMigrations } from '@app/outbox';
 import { callsBy, tally } from '../support/counts';
 import { migrate } from '../support/database';
 import { drainAll } from '../support/drain';
@@ -61,7 +61,9 @@ export const mixedVersions: Scenario = {
        WHERE em.kind = 'poison'`,
     );
     const migratedAt = Date.now();
-    const ran = await migrate(ctx.db.url, OUTBOX_MIGRATIONS);
+    // As a deploy job runs them beside live pods: each in its own transaction, index builds
+    // concurrently outside one (what `nestjs-lease-outbox migrate` runs).
+    const ran = await migrate(ctx.db.url, outboxMigrations({ concurrentIndexes: true }));
     ctx.note(`migrated under ${previous.version}: ${ran.join(', ') || 'nothing to run'}`);
 
     const newProducer = await ctx.producer();
