@@ -26,8 +26,16 @@ sql() {
   ' "$1"
 }
 
+# SIGTERM to the app's process group (npm and the app), then waits for it.
+stop_app() {
+  [ -n "$app_pid" ] || return 0
+  kill -TERM -- "-$app_pid" 2>/dev/null || true
+  wait "$app_pid" 2>/dev/null || true
+  app_pid=
+}
+
 cleanup() {
-  [ -z "$app_pid" ] || kill "$app_pid" 2>/dev/null || true
+  stop_app
   local database
   for database in "${databases[@]}"; do sql "DROP DATABASE IF EXISTS $database WITH (FORCE)" || true; done
   rm -rf "$scratch"
@@ -112,7 +120,8 @@ for major in "${majors[@]}"; do
   echo "--- Nest $major: npm run start:prod"
   fresh_database "getting_started_$major"
   port=$(node -e "const s = require('net').createServer(); s.listen(0, '127.0.0.1', () => { console.log(s.address().port); s.close(); });")
-  (cd "$app" && exec env PORT="$port" DATABASE_URL="$(database_url "getting_started_$major")" \
+  # In a process group of its own: npm starts the app as its child, and both must stop.
+  (cd "$app" && exec setsid env PORT="$port" DATABASE_URL="$(database_url "getting_started_$major")" \
     npm run start:prod) >"$scratch/app$major.log" 2>&1 &
   app_pid=$!
   health=$(wait_for "http://127.0.0.1:$port/health") || { cat "$scratch/app$major.log"; exit 1; }
@@ -141,9 +150,8 @@ for major in "${majors[@]}"; do
   done
   echo "delivered $(($(date +%s%3N) - paid_at)) ms after the POST:" \
     "$(grep -o 'receipt for invoice inv-1.*' "$scratch/app$major.log" | sed 's/\x1b\[[0-9;]*m//g')"
-  kill "$app_pid"
-  wait "$app_pid" 2>/dev/null || true
-  app_pid=
+  stop_app
+
 
   echo "--- Nest $major: npm test"
   fresh_database "getting_started_${major}_test"
