@@ -208,6 +208,14 @@ describe('dead', () => {
     const dry = await cli(['dead', 'replay', '--type', 'invoice.paid', '--dry-run'], env);
     expect(dry.code).toBe(0);
     expect(dry.stdout).toContain('would replay 3 event(s) (dry run, nothing changed)\n');
+    expect(dry.stderr).toBe('');
+    // --handler filters; --rerun chooses who runs again: a filter alone says so.
+    const filtered = await cli(['dead', 'replay', '--handler', 'webhook-sender', '--dry-run'], env);
+    expect(filtered.code).toBe(0);
+    expect(filtered.stderr).toBe(
+      'note: --handler webhook-sender selects the events it failed; every handler that has not ' +
+        'delivered them runs again. To run only it again, add --rerun webhook-sender.\n',
+    );
     expect(
       await db.dataSource.query(`SELECT 1 FROM outbox_event WHERE type = $1`, [
         OUTBOX_EVENT_REPLAYED,

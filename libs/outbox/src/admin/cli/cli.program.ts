@@ -202,6 +202,13 @@ function buildProgram(
         .option('--rerun <handler>', 'only this handler runs again (repeatable)', collect, []),
     ),
   ).action(async (ids: string[], options: ChangeOptions & { rerun: string[] }, cmd: Command) => {
+    if (options.handler !== undefined && options.rerun.length === 0) {
+      // The two read alike and do different things; say which one was asked for.
+      io.stderr.write(
+        `note: --handler ${options.handler} selects the events it failed; every handler that has ` +
+          `not delivered them runs again. To run only it again, add --rerun ${options.handler}.\n`,
+      );
+    }
     const change = await connect(cmd, ({ admin }) =>
       admin.replay(toSelector(ids, options), {
         rerun: options.rerun.length > 0 ? options.rerun : undefined,
