@@ -12,11 +12,8 @@ export {
   type ResolvedOutboxOptions,
 } from './outbox.options';
 export { OnOutboxEvent } from './handlers/outbox.decorators';
-export {
-  EventDispatcher,
-  type DeliverOptions,
-  type OutboxHandlerRegistration,
-} from './handlers/event.dispatcher';
+export { EventDispatcher, type OutboxHandlerRegistration } from './handlers/event.dispatcher';
+export type { DeliverOptions } from './handlers/handler.runner';
 export { OutboxPublisher, type EmitOptions, type EmitResultOptions } from './emit/outbox.publisher';
 export { OutboxAdmin } from './admin/outbox.admin';
 export { OutboxDashboardModule } from './admin/dashboard/dashboard.module';

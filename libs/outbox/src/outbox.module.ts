@@ -2,6 +2,7 @@ import { Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { DiscoveryModule, ModuleRef } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
 import { EventDispatcher } from './handlers/event.dispatcher';
+import { HandlerRunner } from './handlers/handler.runner';
 import { OutboxAdmin } from './admin/outbox.admin';
 import { HandlerTransactions } from './handlers/handler.transactions';
 import { OutboxDispatcher } from './engine/outbox.dispatcher';
@@ -22,7 +23,7 @@ import {
 import { OutboxPublisher } from './emit/outbox.publisher';
 import { AdminStore } from './store/admin/admin.store';
 import { DispatcherReportStore } from './store/dispatcher-report.store';
-import { OutboxEmitStore } from './store/emit/emit.store';
+import { EventOrdering, OutboxEmitStore } from './store/emit/emit.store';
 import { HandlerTransactionStore } from './store/handler-transaction.store';
 import { OutboxRepository } from './store/lease/outbox.repository';
 import { RetentionStore } from './store/retention.store';
@@ -32,12 +33,7 @@ import { OutboxRetentionSweeper } from './engine/outbox-retention.sweeper';
 import { findScheduler } from './engine/outbox.scheduler';
 import { OutboxShutdownHook } from './engine/outbox-shutdown.hook';
 import { OutboxTelemetry } from './telemetry/outbox.telemetry';
-import {
-  OUTBOX_DATA_SOURCE,
-  OUTBOX_EVENT_ORDERING,
-  OUTBOX_OPTIONS,
-  OUTBOX_SCHEDULER,
-} from './outbox.tokens';
+import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS, OUTBOX_SCHEDULER } from './outbox.tokens';
 
 /** A store of the module's own, on the app's DataSource, with the module's bounds. */
 function store<T>(
@@ -87,7 +83,8 @@ const providers: Provider[] = [
   OutboxAdmin,
   HandlerTransactions,
   EventDispatcher,
-  { provide: OUTBOX_EVENT_ORDERING, useExisting: EventDispatcher },
+  { provide: EventOrdering, useExisting: EventDispatcher },
+  HandlerRunner,
   OutboxExplorer,
   OutboxPublisher,
   OutboxDispatcher,

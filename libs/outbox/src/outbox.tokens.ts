@@ -1,9 +1,6 @@
 /** Injection token of the validated options (`ResolvedOutboxOptions`). */
 export const OUTBOX_OPTIONS = Symbol('OUTBOX_OPTIONS');
 
-/** Injection token of what the emit needs to know of ordered handlers (`EventOrdering`). */
-export const OUTBOX_EVENT_ORDERING = Symbol('OUTBOX_EVENT_ORDERING');
-
 /** Injection token of the TypeORM DataSource the outbox table lives in. */
 export const OUTBOX_DATA_SOURCE = Symbol('OUTBOX_DATA_SOURCE');
 

@@ -1,4 +1,4 @@
-import { EventDispatcher, OutboxDispatcher, OutboxRepository } from '@app/outbox';
+import { OutboxDispatcher, OutboxRepository } from '@app/outbox';
 import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 
@@ -57,10 +57,12 @@ const RELEASED_ROWS = /AND e\.dispatched_at IS NULL/;
 /** Installs the library-side modes in this process, before the app is created. */
 export function installBreak(mode: string | undefined): void {
   if (mode === 'ignore-deliveries') {
-    const execute = EventDispatcher.prototype.execute;
-    EventDispatcher.prototype.execute = function (event, _alreadyDelivered, options) {
-      return execute.call(this, event, {}, options);
+    // The plan's exports are read at each call (CommonJS), so this replaces it for the engine.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const plan = require('@app/outbox/engine/settle-plan') as {
+      handlersToRun: (record: unknown, handlers: readonly unknown[]) => readonly unknown[];
     };
+    plan.handlersToRun = (_record, handlers) => handlers;
   }
   if (mode === 'tx-autocommit') {
     // Loaded for this mode only: a module of this tree's layout, which a worker built on the

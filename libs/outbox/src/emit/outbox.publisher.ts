@@ -10,11 +10,11 @@ import { ModuleRef } from '@nestjs/core';
 import type { DataSource, EntityManager, EntitySubscriberInterface } from 'typeorm';
 import { findAmbientTransactions, type AmbientTransactionHost } from './ambient-transaction.util';
 import { OutboxTransactionRequiredError } from '../outbox.errors';
-import type { EnqueuedEvent, EventOrdering } from '../store/emit/emit.store';
+import { EventOrdering, type EnqueuedEvent } from '../store/emit/emit.store';
 import type { NewOutboxEvent } from '../outbox-event.types';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { OutboxEmitStore } from '../store/emit/emit.store';
-import { OUTBOX_DATA_SOURCE, OUTBOX_EVENT_ORDERING, OUTBOX_OPTIONS } from '../outbox.tokens';
+import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from '../outbox.tokens';
 import { WakeCoalescer } from './outbox-wake.coalescer';
 import { OutboxTelemetry } from '../telemetry/outbox.telemetry';
 
@@ -47,8 +47,6 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
   private readonly logger = new Logger('Outbox');
   private transactionHost: AmbientTransactionHost | undefined;
   private readonly wakes: WakeCoalescer;
-  /** The handler registry's view of ordered handlers (its transactions need this publisher). */
-  private ordering: EventOrdering | undefined;
 
   constructor(
     private readonly store: OutboxEmitStore,
@@ -56,13 +54,14 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
     @Optional() private readonly telemetry: OutboxTelemetry = new OutboxTelemetry(),
+    /** The handler registry's view of ordered handlers; none: nothing is sequenced. */
+    @Optional() private readonly ordering?: EventOrdering,
   ) {
     this.wakes = new WakeCoalescer(options.wakeCoalesceMs, (dueFrom) => this.sendWake(dueFrom));
   }
 
   onModuleInit(): void {
     this.transactionHost = findAmbientTransactions(this.moduleRef)?.host;
-    this.ordering = this.moduleRef.get<EventOrdering>(OUTBOX_EVENT_ORDERING, { strict: false });
     if (this.options.wakeCoalesceMs > 0) {
       // Every commit of the app passes here; for most it is one WeakSet lookup.
       const subscriber: EntitySubscriberInterface = {

@@ -11,10 +11,11 @@ import { setMaxListeners } from 'node:events';
 import type { ClientConfig } from 'pg';
 import type { DataSource } from 'typeorm';
 import { EventDispatcher } from '../handlers/event.dispatcher';
+import { HandlerRunner } from '../handlers/handler.runner';
 import type { OutboxStoreError } from '../outbox.errors';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { OutboxCompleter, type SettleFailure } from './outbox.completer';
-import type { CompleterOptions } from './settle-statements';
+import { completerOptions, type CompleterOptions } from './settle-statements';
 import { catchUpDeadSchedule } from './dead-schedule.catch-up';
 import { OutboxExecutor, type ExecutionResult } from './outbox.executor';
 import { OutboxProducer } from './outbox.producer';
@@ -104,23 +105,14 @@ export class OutboxDispatcher
 
   constructor(
     dispatcher: EventDispatcher,
+    runner: HandlerRunner,
     private readonly repository: OutboxRepository,
     private readonly reports: DispatcherReportStore,
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
     @Optional() private readonly telemetry: OutboxTelemetry = new OutboxTelemetry(),
   ) {
-    this.completerOptions = {
-      // 0 in the options: no automatic replay.
-      deadRetryMs: options.deadRetryMs || Infinity,
-      deadRetryByType:
-        options.deadRetryByType &&
-        Object.fromEntries(
-          Object.entries(options.deadRetryByType).map(([type, ms]) => [type, ms || Infinity]),
-        ),
-      batchSize: options.batchSize,
-      orderedSettles: () => dispatcher.orderedSettles(),
-    };
+    this.completerOptions = completerOptions(options, () => dispatcher.orderedSettles());
     this.completer = new OutboxCompleter(repository, this.completerOptions, {
       onSettled: () => this.producer.pump(),
       onGiveUp: () => this.producer.pause(),
@@ -131,7 +123,9 @@ export class OutboxDispatcher
       onStatement: (kind, ms, ok) => this.telemetry.settled(kind, ms, ok),
       onDead: (types) => this.telemetry.dead(types),
     });
-    this.executor = new OutboxExecutor(dispatcher, this.completer, () => this.producer.slotFreed());
+    this.executor = new OutboxExecutor(dispatcher, runner, this.completer, () =>
+      this.producer.slotFreed(),
+    );
     const producerOptions = {
       ...options,
       skipDead: () => dispatcher.orderedSettles()?.skipDead,

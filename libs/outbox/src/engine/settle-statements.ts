@@ -7,6 +7,7 @@ import type {
 } from '../store/lease/lease.types';
 import type { OutboxRepository } from '../store/lease/outbox.repository';
 import type { OutboxResult } from '../store/outbox.result';
+import type { ResolvedOutboxOptions } from '../outbox.options';
 
 /** What one settle came to. */
 export type SettleResult =
@@ -38,6 +39,24 @@ export interface CompleterOptions {
 }
 
 const NO_SKIP: OrderedSettleOptions = { skipDead: [] };
+
+/** The completer's options from the module's; 0 there means no automatic replay. */
+export function completerOptions(
+  options: Pick<ResolvedOutboxOptions, 'deadRetryMs' | 'deadRetryByType' | 'batchSize'>,
+  orderedSettles: CompleterOptions['orderedSettles'],
+): CompleterOptions {
+  const { deadRetryMs, deadRetryByType, batchSize } = options;
+  return {
+    deadRetryMs: deadRetryMs || Infinity,
+    deadRetryByType:
+      deadRetryByType &&
+      Object.fromEntries(
+        Object.entries(deadRetryByType).map(([type, ms]) => [type, ms || Infinity]),
+      ),
+    batchSize,
+    orderedSettles,
+  };
+}
 
 /** The one statement that writes `items`, settles of one kind, through the repository. */
 export function writeSettles(

@@ -1,4 +1,5 @@
-import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
+import type { DataSource } from 'typeorm';
 import {
   DuplicateOutboxHandlerError,
   EmptyOutboxHandlerEventsError,
@@ -7,13 +8,11 @@ import {
   InvalidOutboxHandlerTransactionError,
   InvalidOutboxOptionsError,
 } from '../outbox.errors';
-import { HandlerTransactions } from './handler.transactions';
-import { OutboxTelemetry } from '../telemetry/outbox.telemetry';
-import { OutboxMessages } from '../outbox.messages';
+import { HandlerRunner, type DeliverOptions } from './handler.runner';
+import type { RegisteredHandler } from './registered-handler';
 import { ISOLATION_LEVELS } from '../outbox.constants';
 import type { OutboxEvent } from '../outbox-event.types';
 import {
-  type HandlerContext,
   type HandlerOutcome,
   type OnOutboxEventOptions,
   type OutboxHandlerFn,
@@ -24,8 +23,8 @@ import {
   type OutboxHandlerOverride,
   type ResolvedOutboxOptions,
 } from '../outbox.options';
-import { OUTBOX_OPTIONS } from '../outbox.tokens';
-import type { TypeOrdering } from '../store/emit/emit.store';
+import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from '../outbox.tokens';
+import type { EventOrdering, TypeOrdering } from '../store/emit/emit.store';
 import {
   orderedSettles,
   withOverride,
@@ -33,8 +32,6 @@ import {
   typeOrdering,
   type HandlerPolicy,
 } from './handler.policy';
-import { LazyAbort } from './lazy-abort';
-import { raceHandler } from './handler-race';
 
 /** The module's defaults, for a dispatcher built without options for them (unit tests). */
 const DEFAULT_RETRY = { baseMs: 1000, maxMs: 300_000, jitter: 0.2 };
@@ -62,16 +59,6 @@ export interface OutboxHandlerRegistration {
   location: string;
 }
 
-interface RegisteredHandler {
-  name: string;
-  handle: OutboxHandlerFn;
-  location: string;
-  budgetMs: number;
-  /** Set for a transactional handler: the isolation level of its transaction. */
-  isolationLevel: OutboxIsolationLevel | undefined;
-  policy: HandlerPolicy;
-}
-
 /** A handler of an event type with its retry policy, as the executor settles them. */
 export interface HandlerWithPolicy {
   name: string;
@@ -80,37 +67,19 @@ export interface HandlerWithPolicy {
   budgetMs: number;
 }
 
-/** The handlers of one event, started: see `EventDispatcher.execute`. */
-export interface HandlerRun {
-  /** One outcome per handler, each at its end or when its budget is spent. */
-  outcomes: Promise<HandlerOutcome[]>;
-  /** Every handler has really returned (or thrown), budget or not. */
-  ended: Promise<void>;
-}
-
-export interface DeliverOptions {
-  /** The event's attempt number, passed to handlers. */
-  attempt: number;
-  /** Aborts every handler of this delivery (the dispatcher abandoning them at shutdown). */
-  signal?: AbortSignal;
-  /** Each handler's own try of this event (1 when absent), passed as `ctx.handlerAttempt`. */
-  handlerAttempts?: Readonly<Record<string, number>>;
-}
-
 /**
- * The registry of named handlers and the one place they are run. Each handler gets its own
- * time budget and AbortSignal; a handler that throws (synchronously or not) or runs over its
- * budget is reported as a failure and never stops the others.
+ * The registry of named handlers: what `@OnOutboxEvent` declared, validated at boot, with each
+ * handler's policy, looked up by event type. The engine runs what it finds here through
+ * `HandlerRunner`; the emit asks it which handlers of a type are ordered.
  */
 @Injectable()
-export class EventDispatcher {
-  private readonly logger = new Logger('Outbox');
+export class EventDispatcher implements EventOrdering {
   private readonly byType = new Map<string, RegisteredHandler[]>();
   private readonly joined = new Map<string, readonly RegisteredHandler[]>();
   private policyLists = new WeakMap<readonly RegisteredHandler[], readonly HandlerWithPolicy[]>();
   private orderings = new WeakMap<readonly RegisteredHandler[], TypeOrdering | undefined>();
-  /** Types already reported as having no handler, so each is logged once. */
-  private readonly unhandledTypes = new Set<string>();
+  /** For the deprecated `deliver`: made at its first call. */
+  private runner: HandlerRunner | undefined;
   private readonly budgetMs: number;
   private readonly leaseMs: number;
   /** The module's `retry` and `maxAttempts`, for handlers without their own. */
@@ -122,8 +91,8 @@ export class EventDispatcher {
     @Inject(OUTBOX_OPTIONS)
     options: Pick<ResolvedOutboxOptions, 'handlerTimeoutMs'> &
       Partial<Pick<ResolvedOutboxOptions, 'leaseMs' | 'retry' | 'maxAttempts' | 'handlers'>>,
-    @Optional() private readonly transactions?: HandlerTransactions,
-    @Optional() private readonly telemetry: OutboxTelemetry = new OutboxTelemetry(),
+    /** Where transactional handlers open their transactions; without it, none may register. */
+    @Optional() @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource?: DataSource,
   ) {
     this.budgetMs = options.handlerTimeoutMs;
     this.leaseMs = options.leaseMs ?? Infinity;
@@ -215,7 +184,7 @@ export class EventDispatcher {
     if (!ISOLATION_LEVELS.includes(level as OutboxIsolationLevel)) {
       throw new InvalidOutboxHandlerTransactionError(name, location, transaction);
     }
-    if (!this.transactions) {
+    if (!this.dataSource) {
       throw new InvalidOutboxHandlerTransactionError(name, location, transaction, true);
     }
     return level;
@@ -236,13 +205,13 @@ export class EventDispatcher {
 
   /** Names of the handlers an event of this type goes to. */
   handlerNames(type: string): string[] {
-    return this.handlersFor(type).map((h) => h.name);
+    return this.handlersOf(type).map((h) => h.name);
   }
 
   /** The handlers an event of this type goes to, with their retry policies. */
   policies(type: string): readonly HandlerWithPolicy[] {
     // Asked for every claimed event: one list per handler list, made once.
-    const handlers = this.handlersFor(type);
+    const handlers = this.handlersOf(type);
     let policies = this.policyLists.get(handlers);
     if (!policies) {
       policies = Object.freeze(
@@ -260,7 +229,7 @@ export class EventDispatcher {
 
   /** The ordered handlers of a type, for the emit to sequence its events; none: undefined. */
   orderingOf(type: string): TypeOrdering | undefined {
-    const handlers = this.handlersFor(type);
+    const handlers = this.handlersOf(type);
     if (!this.orderings.has(handlers)) this.orderings.set(handlers, typeOrdering(handlers));
     return this.orderings.get(handlers);
   }
@@ -268,42 +237,21 @@ export class EventDispatcher {
   /**
    * Runs every handler of the event's type that is not in `alreadyDelivered`, concurrently,
    * and returns one outcome per handler run.
+   *
+   * @deprecated The registry no longer runs handlers. This runs them outside the engine, with
+   * no transaction (a transactional handler is reported failed); a test runs them through the
+   * engine with `drainUntilIdle` from `nestjs-lease-outbox/testing`.
    */
   async deliver(
     event: OutboxEvent,
     alreadyDelivered: Readonly<Record<string, unknown>>,
     options: DeliverOptions,
   ): Promise<HandlerOutcome[]> {
-    return this.execute(event, alreadyDelivered, options).outcomes;
-  }
-
-  /**
-   * Starts the handlers `deliver` would run and reports on them twice: `outcomes` as soon as
-   * each has ended or spent its budget (what gets settled), `ended` once every one of them has
-   * really returned. A handler past its budget that ignores its AbortSignal is still running
-   * between the two; the engine keeps its slot busy until `ended`, so a hung downstream cannot
-   * pile up more concurrent work than the slots allow.
-   */
-  execute(
-    event: OutboxEvent,
-    alreadyDelivered: Readonly<Record<string, unknown>>,
-    options: DeliverOptions,
-  ): HandlerRun {
-    const handlers = this.handlersFor(event.type);
-    if (handlers.length === 0) this.reportUnhandled(event.type);
-    const runs = handlers
-      .filter((h) => !Object.hasOwn(alreadyDelivered, h.name))
-      .map((handler) => this.run(handler, event, options));
-    return {
-      outcomes: Promise.all(runs.map((r) => r.outcome)),
-      ended: Promise.all(runs.map((r) => r.ended)).then(() => undefined),
-    };
-  }
-
-  private reportUnhandled(type: string): void {
-    if (this.unhandledTypes.has(type)) return;
-    this.unhandledTypes.add(type);
-    this.logger.warn(OutboxMessages.unhandledType(type));
+    const handlers = this.handlersOf(event.type).filter(
+      (h) => !Object.hasOwn(alreadyDelivered, h.name),
+    );
+    this.runner ??= new HandlerRunner();
+    return this.runner.start(event, handlers, options).outcomes;
   }
 
   /**
@@ -311,7 +259,7 @@ export class EventDispatcher {
    * own and `'*'` handlers as well keep their joined list until the next registration (one per
    * registered type, so the cache is bounded).
    */
-  private handlersFor(type: string): readonly RegisteredHandler[] {
+  handlersOf(type: string): readonly RegisteredHandler[] {
     const specific = this.byType.get(type);
     const wildcard = this.byType.get(EVERY_TYPE);
     if (!wildcard) return specific ?? NO_HANDLERS;
@@ -326,70 +274,7 @@ export class EventDispatcher {
 
   private clashing(name: string, type: string): RegisteredHandler | undefined {
     const candidates =
-      type === EVERY_TYPE ? [...this.byType.values()].flat() : this.handlersFor(type);
+      type === EVERY_TYPE ? [...this.byType.values()].flat() : this.handlersOf(type);
     return candidates.find((h) => h.name === name);
-  }
-
-  private run(
-    handler: RegisteredHandler,
-    event: OutboxEvent,
-    options: DeliverOptions,
-  ): { outcome: Promise<HandlerOutcome>; ended: Promise<void> } {
-    // One abort per run: the budget timer and the dispatcher's abandon both fire it.
-    const abort = new LazyAbort();
-    const context: HandlerContext = {
-      handlerName: handler.name,
-      attempt: options.attempt,
-      handlerAttempt:
-        options.handlerAttempts && Object.hasOwn(options.handlerAttempts, handler.name)
-          ? options.handlerAttempts[handler.name]
-          : 1,
-      get signal() {
-        return abort.signal;
-      },
-      idempotencyKey: `${handler.name}:${event.id}`,
-    };
-    const telemetry = this.telemetry.handlerRun(event, handler.name, context.handlerAttempt);
-    let running: Promise<unknown>;
-    let ended: Promise<void>;
-    if (handler.isolationLevel && this.transactions) {
-      ({ committed: running, ended } = this.transactions.run({
-        event,
-        attempt: options.attempt,
-        handlerName: handler.name,
-        budgetMs: handler.budgetMs,
-        isolationLevel: handler.isolationLevel,
-        signal: abort.signal,
-        invoke: (transaction) =>
-          telemetry.within(() => handler.handle(event, { ...context, ...transaction })),
-      }));
-    } else {
-      // The executor turns a synchronous throw into a rejection, contained like any other.
-      running = new Promise<unknown>((resolve) =>
-        resolve(telemetry.within(() => handler.handle(event, context))),
-      );
-      ended = running.then(
-        () => undefined,
-        () => undefined,
-      );
-    }
-    const raced = raceHandler(handler.name, handler.budgetMs, running, abort, options.signal);
-    if (!handler.isolationLevel) {
-      void raced.then((outcome) => telemetry.end(outcome));
-      return { outcome: raced, ended };
-    }
-    // A transaction that committed as its budget ran out did deliver: its outcome is the
-    // transaction's, which the abort settles at once (rolled back, or committed just before).
-    const settled = running;
-    const outcome = raced.then((result) =>
-      result.ok
-        ? result
-        : settled.then(
-            () => ({ handlerName: handler.name, ok: true as const }),
-            () => result,
-          ),
-    );
-    void outcome.then((result) => telemetry.end(result));
-    return { outcome, ended };
   }
 }

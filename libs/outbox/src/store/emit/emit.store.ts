@@ -23,9 +23,12 @@ export interface TypeOrdering {
   parkable: boolean;
 }
 
-/** What the emit asks of the handler registry: how events of a type are ordered, if at all. */
-export interface EventOrdering {
-  orderingOf(type: string): TypeOrdering | undefined;
+/**
+ * What the emit asks of the handler registry: how events of a type are ordered, if at all. An
+ * abstract class so that it is also the injection token: the emit layer names no handler code.
+ */
+export abstract class EventOrdering {
+  abstract orderingOf(type: string): TypeOrdering | undefined;
 }
 
 export interface EnqueueOptions {
