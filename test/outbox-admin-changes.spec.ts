@@ -7,7 +7,7 @@ import {
   OUTBOX_EVENT_REPLAYED,
   OutboxAdmin,
   OutboxPublisher,
-  OutboxRepository,
+  OutboxLeaseStore,
   type NewOutboxEvent,
   type OutboxEvent,
 } from '@app/outbox';
@@ -307,7 +307,7 @@ describe('OutboxAdmin.discard', () => {
     expect((await admin.show(gone))!.discardReason).toBe('customer deleted');
     expect((await row(kept)).dispatched_at).not.toBeNull();
 
-    const state = await app.get(OutboxRepository).pendingState();
+    const state = await app.get(OutboxLeaseStore).pendingState();
     expect(state.ok && state.value.dead).toBe(0);
     expect(await recorded(OUTBOX_EVENT_DISCARDED)).toEqual([
       {
@@ -389,7 +389,7 @@ describe('OutboxAdmin.discard', () => {
       [id],
     );
     expect((await admin.replay({ ids: [id] }, { handlers: ['mailer'] })).ids).toEqual([id]);
-    const late = await app.get(OutboxRepository).markFailed(
+    const late = await app.get(OutboxLeaseStore).markFailed(
       [
         {
           id,
@@ -491,7 +491,7 @@ describe('automatic dead replays turned off', () => {
       Date.now() + 5 * 3_600_000,
     );
 
-    const repository = app.get(OutboxRepository);
+    const repository = app.get(OutboxLeaseStore);
     await db.dataSource.query(`DELETE FROM outbox_event WHERE id = $1`, [invoice]);
     await db.dataSource.query(`DELETE FROM outbox_event WHERE type <> 'member.invited'`);
     expect(await repository.nextDue()).toEqual({ ok: true, value: null });

@@ -5,7 +5,7 @@ import {
   OnOutboxEvent,
   OutboxAdmin,
   OutboxPublisher,
-  OutboxRepository,
+  OutboxLeaseStore,
   type NewOutboxEvent,
   type OutboxEvent,
   type OutboxEventDetail,
@@ -106,7 +106,7 @@ describe('OutboxAdmin.events', () => {
     const [pending] = await emit([event('invoice.paid', { n: 6 })]);
     const [inFlight] = await emit([event('member.invited', { n: 7 })]);
     const claimed = await app
-      .get(OutboxRepository)
+      .get(OutboxLeaseStore)
       .claim({ limit: 1, leaseMs: 60_000, types: ['member.invited'] });
     expect(claimed.ok && claimed.value.map((r) => r.id)).toEqual([inFlight]);
 

@@ -1,6 +1,6 @@
 import {
   OutboxOrdering1773000000000,
-  OutboxRepository,
+  OutboxLeaseStore,
   type OutboxRecord,
   type OutboxResult,
 } from '@app/outbox';
@@ -184,7 +184,7 @@ describe('outbox_claim_live_v2', () => {
   });
 });
 
-describe('OutboxRepository and the claim function', () => {
+describe('OutboxLeaseStore and the claim function', () => {
   // The function of this version is created by the ordering migration; 'down' drops it alone
   // (the migration's own down() would drop the ordering columns too).
   async function migrate(direction: 'up' | 'down') {
@@ -219,7 +219,7 @@ describe('OutboxRepository and the claim function', () => {
     const live = { limit: 1, leaseMs: LEASE_MS, includeDead: false };
 
     // Found at the first claim and called from then on: dropped, the call fails once...
-    const repo = new OutboxRepository(t.db.dataSource);
+    const repo = new OutboxLeaseStore(t.db.dataSource);
     expect(value(await repo.claim(live))).toHaveLength(1);
     await migrate('down');
     expect(await present()).toBe(false);
@@ -230,7 +230,7 @@ describe('OutboxRepository and the claim function', () => {
     expect(value(await repo.claim(live))).toHaveLength(1);
 
     // A repository that starts without the function claims without it from the first claim.
-    const fresh = new OutboxRepository(t.db.dataSource);
+    const fresh = new OutboxLeaseStore(t.db.dataSource);
     expect(value(await fresh.claim(live))).toHaveLength(1);
 
     // The migration again, and down() and up() once more, leave it as it was.
@@ -238,7 +238,7 @@ describe('OutboxRepository and the claim function', () => {
     expect(await present()).toBe(true);
     await migrate('down');
     await migrate('up');
-    const again = new OutboxRepository(t.db.dataSource);
+    const again = new OutboxLeaseStore(t.db.dataSource);
     expect(value(await again.claim(live))).toHaveLength(1);
     expect(value(await again.claim(live))).toEqual([]);
   });

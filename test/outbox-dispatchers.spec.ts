@@ -1,6 +1,6 @@
 import type { INestApplication } from '@nestjs/common';
 import { hostname } from 'node:os';
-import { OutboxAdmin, OutboxDispatcher } from '@app/outbox';
+import { OutboxAdmin, OutboxEngine } from '@app/outbox';
 import { createOutboxApp, eventually } from './support/outbox-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 
@@ -54,7 +54,7 @@ it('lists each running dispatcher with its state, and forgets one that stopped',
     // A process that died stops reporting: its row stays, marked silent, until a day has passed.
     await db.dataSource.query(`UPDATE outbox_dispatcher SET seen_at = now() - interval '1 minute'`);
     expect(await admin.dispatchers()).toMatchObject([{ reporting: false }]);
-    await apps[0].get(OutboxDispatcher).stop();
+    await apps[0].get(OutboxEngine).stop();
     expect(await admin.dispatchers()).toEqual([]);
   } finally {
     for (const app of apps) await app.close();

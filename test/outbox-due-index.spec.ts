@@ -5,7 +5,7 @@ import {
   OutboxDueIndex1765000000000,
   CreateOutboxEvent1764400000000,
   OUTBOX_MIGRATIONS,
-  OutboxRepository,
+  OutboxLeaseStore,
   type OutboxResult,
 } from '@app/outbox';
 import { CLAIM, CLAIM_LIVE_CALL, claimParameters } from '@app/outbox/store/lease/claim.sql';
@@ -123,7 +123,7 @@ describe('the claim reads the due indexes', () => {
       }
 
       // Outside EXPLAIN: the claim takes exactly the due rows, and then nothing.
-      const repo = new OutboxRepository(t.db.dataSource);
+      const repo = new OutboxLeaseStore(t.db.dataSource);
       const claimed = value(await repo.claim({ limit: DUE, leaseMs: LEASE_MS }));
       expect(claimed.map((r) => r.id).sort()).toEqual([...due].sort());
       expect(value(await repo.claim({ limit: DUE, leaseMs: LEASE_MS }))).toEqual([]);
@@ -158,7 +158,7 @@ describe('the claim while a long transaction holds the xmin horizon', () => {
          FROM generate_series(1, $1::int) AS g`,
         [DEAD_ENTRIES],
       );
-      const repo = new OutboxRepository(t.db.dataSource);
+      const repo = new OutboxLeaseStore(t.db.dataSource);
       let head: number | null = null;
       for (let claimed = 0; claimed < DEAD_ENTRIES;) {
         const records = value(await repo.claim({ limit: 1000, leaseMs: LEASE_MS, dueFrom: head }));
@@ -269,7 +269,7 @@ describe('pendingState and nextDue read indexes only', () => {
   );
 
   it('reports the capped counts and the timings', async () => {
-    const repo = new OutboxRepository(t.db.dataSource);
+    const repo = new OutboxLeaseStore(t.db.dataSource);
     const state = value(await repo.pendingState({ countLimit: COUNT_LIMIT }));
     expect(state).toMatchObject({
       due: DUE,
@@ -419,7 +419,7 @@ describe('OutboxDueIndex1765000000000 upgrades a 0.1 table in place', () => {
     const dataSource = new DataSource({ type: 'postgres', url, logging: false });
     await dataSource.initialize();
     try {
-      const repo = new OutboxRepository(dataSource);
+      const repo = new OutboxLeaseStore(dataSource);
       const claimed = value(await repo.claim({ limit: 10, leaseMs: LEASE_MS }));
       expect(claimed.map((r) => [r.type, r.attempts])).toEqual([
         ['fresh', 1],
@@ -490,7 +490,7 @@ describe('blocked keys and the oldest retrying head of a key read their own inde
     expect(on('outbox_event_blocked_idx').map(rowsRead)).toEqual([3]);
     expect(on('outbox_event_ordered_retry_idx').map(rowsRead)).toEqual([1]);
 
-    const state = value(await new OutboxRepository(t.db.dataSource).pendingState());
+    const state = value(await new OutboxLeaseStore(t.db.dataSource).pendingState());
     expect(state).toMatchObject({ blockedKeys: 3, dead: 1000 });
     expect(state.orderedWaitMs).toBeGreaterThanOrEqual(10 * 60_000);
     expect(state.orderedWaitMs).toBeLessThan(11 * 60_000);

@@ -3,7 +3,7 @@ import { DataSource } from 'typeorm';
 import type { Client } from 'pg';
 import {
   OnOutboxEvent,
-  OutboxDispatcher,
+  OutboxEngine,
   OutboxHealthIndicator,
   OutboxPublisher,
   type HandlerContext,
@@ -154,7 +154,7 @@ async function settlesWaitingOnLock(): Promise<number[]> {
  * round trip and a few turns of the event loop pass, and checks that `check` still holds.
  */
 async function throughClaimChances(
-  dispatcher: OutboxDispatcher,
+  dispatcher: OutboxEngine,
   check: () => Promise<void>,
 ): Promise<void> {
   for (let round = 0; round < 10; round++) {
@@ -169,7 +169,7 @@ describe('OutboxModule delivery engine', () => {
     const slow = hold();
     behaviour.set('slow', () => slow.promise);
     const app = await start({ concurrency: 2 });
-    const dispatcher = app.get(OutboxDispatcher);
+    const dispatcher = app.get(OutboxEngine);
     const [slowId, ...fastIds] = await emit(app, ['slow', 'fast-1', 'fast-2', 'fast-3', 'fast-4']);
 
     await eventually('every fast event is delivered while the slow one runs', () =>
@@ -202,7 +202,7 @@ describe('OutboxModule delivery engine', () => {
       leaseMs: 1500,
       retry: { baseMs: 200 },
     });
-    const dispatcher = app.get(OutboxDispatcher);
+    const dispatcher = app.get(OutboxEngine);
     const [a] = await emit(app, ['a']);
     await eventually('A runs', () => runsOf('a') === 1);
     const [b] = await emit(app, ['b']);
@@ -272,7 +272,7 @@ describe('OutboxModule delivery engine', () => {
     const gate = hold();
     behaviour.set('q-1', () => gate.promise);
     const app = await start({ concurrency: 1, localQueue: { ttlMs: 300 } });
-    const dispatcher = app.get(OutboxDispatcher);
+    const dispatcher = app.get(OutboxEngine);
     const [running, ...queued] = await emit(app, ['q-1', 'q-2', 'q-3']);
     await eventually('q-1 runs', () => runsOf('q-1') === 1);
 
@@ -304,7 +304,7 @@ describe('OutboxModule delivery engine', () => {
       lockTimeoutMs: 5000,
       statementTimeoutMs: 10_000,
     });
-    const dispatcher = app.get(OutboxDispatcher);
+    const dispatcher = app.get(OutboxEngine);
     const locker = await lockSession();
     const [id] = await emit(app, ['t-1']);
     await eventually('the handler runs', () => runsOf('t-1') === 1);
@@ -346,7 +346,7 @@ describe('OutboxModule delivery engine', () => {
     await locker.query('BEGIN');
     await locker.query('LOCK TABLE outbox_event IN ACCESS EXCLUSIVE MODE');
 
-    await app.get(OutboxDispatcher).start();
+    await app.get(OutboxEngine).start();
     await eventually('a claim fails on the lock timeout', () =>
       logs.matching('warn', 'Outbox claim failed').some((l) => l.message.includes('lock timeout')),
     );
@@ -373,7 +373,7 @@ describe('OutboxModule delivery engine', () => {
       lockTimeoutMs: 100,
       failedDrainRetryMs: 3000,
     });
-    const dispatcher = app.get(OutboxDispatcher);
+    const dispatcher = app.get(OutboxEngine);
     const health = app.get(OutboxHealthIndicator);
     // Connected up front, so the lock is taken well within the handler's budget.
     const locker = await lockSession();

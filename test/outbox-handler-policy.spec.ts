@@ -4,9 +4,9 @@ import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
   OUTBOX_EVENT_DEAD,
-  OutboxDispatcher,
+  OutboxEngine,
   OutboxPublisher,
-  OutboxRepository,
+  OutboxLeaseStore,
   type HandlerContext,
   type OutboxEvent,
   type OutboxEventDeadPayload,
@@ -64,7 +64,7 @@ const announced: OutboxEventDeadPayload[] = [];
 let db: TestDatabase;
 let app: INestApplication;
 let sql: Client;
-let dispatcher: OutboxDispatcher;
+let dispatcher: OutboxEngine;
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -80,7 +80,7 @@ beforeAll(async () => {
     },
     providers: [Handlers],
   });
-  dispatcher = app.get(OutboxDispatcher);
+  dispatcher = app.get(OutboxEngine);
 });
 
 afterAll(async () => {
@@ -250,7 +250,7 @@ describe('per-handler retry policies', () => {
        WHERE id = $1`,
       [id],
     );
-    const result = await app.get(OutboxRepository).markFailed(
+    const result = await app.get(OutboxLeaseStore).markFailed(
       [
         {
           id,

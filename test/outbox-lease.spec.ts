@@ -5,7 +5,7 @@ import {
   OUTBOX_ENTITIES,
   OUTBOX_EVENT_DEAD,
   OutboxEventConflictError,
-  OutboxRepository,
+  OutboxLeaseStore,
   type NewOutboxEvent,
   type OutboxEventDeadPayload,
   type OutboxRecord,
@@ -31,14 +31,14 @@ const HOUR = 3_600_000;
 const LEASE = { leaseMs: 60_000 };
 
 let db: TestDatabase;
-let repo: OutboxRepository;
+let repo: OutboxLeaseStore;
 let emitStore: OutboxEmitStore;
 let retention: RetentionStore;
 let sql: Client;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  repo = new OutboxRepository(db.dataSource, { channel: CHANNEL });
+  repo = new OutboxLeaseStore(db.dataSource, { channel: CHANNEL });
   emitStore = new OutboxEmitStore(db.dataSource, { channel: CHANNEL });
   retention = new RetentionStore(db.dataSource);
   sql = await db.connect();
@@ -261,7 +261,7 @@ describe('outbox lease proof', () => {
     );
     const other = new DataSource({ type: 'postgres', url: db.url, entities: [...OUTBOX_ENTITIES] });
     await other.initialize();
-    const otherRepo = new OutboxRepository(other, { channel: CHANNEL });
+    const otherRepo = new OutboxLeaseStore(other, { channel: CHANNEL });
     const gate = await db.connect();
     try {
       // Hold both claims behind a table lock so they start at the same moment once released.
@@ -992,7 +992,7 @@ describe('outbox lease proof', () => {
     );
     // Stores that error instead of waiting on any lock, so a block fails the test: their own
     // lock_timeout (SET LOCAL), which a transaction pooler keeps, unlike a session setting.
-    const impatientRepo = new OutboxRepository(db.dataSource, {
+    const impatientRepo = new OutboxLeaseStore(db.dataSource, {
       channel: CHANNEL,
       lockTimeoutMs: 2000,
     });

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { INestApplication } from '@nestjs/common';
 import { Client, type ClientConfig } from 'pg';
 import { DataSource } from 'typeorm';
-import { OUTBOX_MIGRATIONS, OutboxDispatcher } from '@app/outbox';
+import { OUTBOX_MIGRATIONS, OutboxEngine } from '@app/outbox';
 import { startPgServer, type PgServer } from './faults/support/pg-server';
 import { createOutboxApp, eventually } from './support/outbox-app';
 
@@ -105,7 +105,7 @@ it.each([
       typeorm,
       outbox: { retention: { enabled: false }, listen: { reconnectMinMs: 200 } },
     });
-    const dispatcher = app.get(OutboxDispatcher);
+    const dispatcher = app.get(OutboxEngine);
     await eventually(
       'the listener to be listening',
       () => dispatcher.listenerState === 'listening',

@@ -15,7 +15,7 @@ import {
   InvalidOutboxOptionsError,
   OnOutboxEvent,
   OUTBOX_OPTIONS,
-  OutboxDispatcher,
+  OutboxEngine,
   OutboxModule,
   OutboxPublisher,
   OutboxTransactionRequiredError,
@@ -267,7 +267,7 @@ describe('OutboxModule configuration', () => {
         types: ['thing.happened'],
         leaseMs: 60_000,
       });
-      expect(app.get(OutboxDispatcher).state).toBe('idle');
+      expect(app.get(OutboxEngine).state).toBe('idle');
     } finally {
       await app.close();
     }
@@ -302,7 +302,7 @@ describe('OutboxModule configuration', () => {
               { manager },
             ),
         );
-      await app.get(OutboxDispatcher).drainOnce();
+      await app.get(OutboxEngine).drainOnce();
       expect(received).toEqual([id]);
     } finally {
       await app.close();

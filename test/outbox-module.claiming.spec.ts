@@ -3,9 +3,9 @@ import type { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
-  OutboxDispatcher,
+  OutboxEngine,
   OutboxPublisher,
-  OutboxRepository,
+  OutboxLeaseStore,
   type NewOutboxEvent,
   type OutboxEvent,
   type OutboxModuleOptions,
@@ -87,7 +87,7 @@ afterAll(async () => {
 });
 
 interface Instance {
-  dispatcher: OutboxDispatcher;
+  dispatcher: OutboxEngine;
   publisher: OutboxPublisher;
   dataSource: DataSource;
   log: InstanceLog;
@@ -103,7 +103,7 @@ async function instance(outbox: OutboxModuleOptions = {}): Promise<Instance> {
   });
   apps.push(app);
   return {
-    dispatcher: app.get(OutboxDispatcher),
+    dispatcher: app.get(OutboxEngine),
     publisher: app.get(OutboxPublisher),
     dataSource: app.get(DataSource),
     log,
@@ -199,7 +199,7 @@ describe('OutboxModule claiming', () => {
   it('the running dispatcher drains again at once while batches come back full: 35 events in batches of 10', async () => {
     // Only a NOTIFY or a full batch can wake the dispatcher here: the poll and the pause after a
     // short batch are both ten minutes.
-    const claim = jest.spyOn(OutboxRepository.prototype, 'claim');
+    const claim = jest.spyOn(OutboxLeaseStore.prototype, 'claim');
     const running = await instance({
       batchSize: 10,
       pollIntervalMs: 600_000,
@@ -220,7 +220,7 @@ describe('OutboxModule claiming', () => {
     // claims may be in flight at once, so they may come back in either order.
     expect(claim.mock.calls.every(([options]) => options.limit === 10)).toBe(true);
     const claims = await Promise.all(
-      claim.mock.results.map((result) => result.value as ReturnType<OutboxRepository['claim']>),
+      claim.mock.results.map((result) => result.value as ReturnType<OutboxLeaseStore['claim']>),
     );
     const claimed = claims.map((result) => (result.ok ? result.value.length : NaN));
     expect(claimed.filter((n) => n !== 0).sort((a, b) => b - a)).toEqual([10, 10, 10, 5]);

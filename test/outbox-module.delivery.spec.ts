@@ -4,9 +4,9 @@ import type { Client } from 'pg';
 import {
   OnOutboxEvent,
   OUTBOX_EVENT_DEAD,
-  OutboxDispatcher,
+  OutboxEngine,
   OutboxPublisher,
-  OutboxRepository,
+  OutboxLeaseStore,
   OutboxTransactionRequiredError,
   type HandlerContext,
   type OutboxEvent,
@@ -68,7 +68,7 @@ class DeadWatcher {
 let db: TestDatabase;
 let app: INestApplication;
 let publisher: OutboxPublisher;
-let dispatcher: OutboxDispatcher;
+let dispatcher: OutboxEngine;
 let dataSource: DataSource;
 let sql: Client;
 
@@ -89,7 +89,7 @@ beforeAll(async () => {
     providers: [AuditLog, Billing, DeadWatcher],
   });
   publisher = app.get(OutboxPublisher);
-  dispatcher = app.get(OutboxDispatcher);
+  dispatcher = app.get(OutboxEngine);
   dataSource = app.get(DataSource);
 });
 
@@ -341,7 +341,7 @@ describe('OutboxModule delivery', () => {
   });
 
   it('a dispatcher started and stopped twice is stopped for good the second time', async () => {
-    const claims = jest.spyOn(OutboxRepository.prototype, 'claim');
+    const claims = jest.spyOn(OutboxLeaseStore.prototype, 'claim');
     try {
       await dispatcher.start();
       await dispatcher.stop();

@@ -2,7 +2,7 @@ import { Controller, Injectable, Scope, type INestApplication } from '@nestjs/co
 import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
-  OutboxDispatcher,
+  OutboxEngine,
   OutboxPublisher,
   ScopedOutboxHandlerError,
 } from '@app/outbox';
@@ -68,7 +68,7 @@ async function emitAndDrain(app: INestApplication, type: string): Promise<string
         .get(OutboxPublisher)
         .emit({ type, aggregateType: 'thing', aggregateId: 't-1', payload: {} }, { manager }),
     );
-  const report = await app.get(OutboxDispatcher).drainOnce();
+  const report = await app.get(OutboxEngine).drainOnce();
   expect(report).toMatchObject({ ok: true, claimed: 1, delivered: 1 });
   return id;
 }

@@ -7,7 +7,7 @@ import request from 'supertest';
 import {
   OnOutboxEvent,
   OUTBOX_RETENTION_JOB,
-  OutboxDispatcher,
+  OutboxEngine,
   OutboxHealthIndicator,
   OutboxPublisher,
   type OutboxModuleOptions,
@@ -113,11 +113,11 @@ async function ids(): Promise<string[]> {
 
 describe('OutboxHealthIndicator over HTTP', () => {
   let app: INestApplication;
-  let dispatcher: OutboxDispatcher;
+  let dispatcher: OutboxEngine;
 
   beforeAll(async () => {
     app = await startHealthApp();
-    dispatcher = app.get(OutboxDispatcher);
+    dispatcher = app.get(OutboxEngine);
     await eventually(
       'the dispatcher has drained once and listens',
       () => dispatcher.lastDrainAt !== null && dispatcher.listenerState === 'listening',
@@ -285,7 +285,7 @@ describe('OutboxHealthIndicator while the app shuts down', () => {
     const gate = deferred();
     hold = gate.promise;
     const app = await startHealthApp({ shutdownGraceMs: 10_000 });
-    const dispatcher = app.get(OutboxDispatcher);
+    const dispatcher = app.get(OutboxEngine);
     let closing: Promise<void> | undefined;
     try {
       await emitAndRun(app);
@@ -313,7 +313,7 @@ describe('OutboxHealthIndicator while the app shuts down', () => {
     const gate = deferred();
     hold = gate.promise;
     const app = await startHealthApp({ shutdownGraceMs: 10_000 });
-    const dispatcher = app.get(OutboxDispatcher);
+    const dispatcher = app.get(OutboxEngine);
     const locker = await db.connect();
     let closing: Promise<void> | undefined;
     try {

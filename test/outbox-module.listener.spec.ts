@@ -3,9 +3,9 @@ import type { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
-  OutboxDispatcher,
+  OutboxEngine,
   OutboxPublisher,
-  OutboxRepository,
+  OutboxLeaseStore,
   type NewOutboxEvent,
   type OutboxEvent,
   type OutboxModuleOptions,
@@ -34,7 +34,7 @@ class Ledger {
 
 let db: TestDatabase;
 let sql: Client;
-let pendingState: jest.SpiedFunction<OutboxRepository['nextDue']>;
+let pendingState: jest.SpiedFunction<OutboxLeaseStore['nextDue']>;
 const cleanups: Array<() => Promise<void>> = [];
 
 beforeAll(async () => {
@@ -45,7 +45,7 @@ beforeAll(async () => {
 beforeEach(async () => {
   await sql.query('TRUNCATE outbox_event');
   // Every next-due probe of the dispatcher, so a test can wait until its drain is over.
-  pendingState = jest.spyOn(OutboxRepository.prototype, 'nextDue');
+  pendingState = jest.spyOn(OutboxLeaseStore.prototype, 'nextDue');
 });
 
 afterEach(async () => {
@@ -59,7 +59,7 @@ afterAll(async () => {
 
 interface Running {
   app: INestApplication;
-  dispatcher: OutboxDispatcher;
+  dispatcher: OutboxEngine;
   publisher: OutboxPublisher;
   dataSource: DataSource;
   ledger: Ledger;
@@ -74,7 +74,7 @@ async function start(outbox: OutboxModuleOptions = {}): Promise<Running> {
   cleanups.push(() => app.close());
   const running = {
     app,
-    dispatcher: app.get(OutboxDispatcher),
+    dispatcher: app.get(OutboxEngine),
     publisher: app.get(OutboxPublisher),
     dataSource: app.get(DataSource),
     ledger: app.get(Ledger),
@@ -112,7 +112,7 @@ interface Mark {
 /** Before the app started: the spy is new in every test. */
 const BEFORE_START: Mark = { drain: null, pendingStateCalls: 0 };
 
-function mark(dispatcher: OutboxDispatcher): Mark {
+function mark(dispatcher: OutboxEngine): Mark {
   return { drain: dispatcher.lastDrainAt, pendingStateCalls: pendingState.mock.calls.length };
 }
 
@@ -121,7 +121,7 @@ function mark(dispatcher: OutboxDispatcher): Mark {
  * next delay and planned its next wake. With nothing due that wake is the ten-minute poll, so
  * from here on only a NOTIFY or a reconnect wakes it.
  */
-async function untilAsleep(what: string, dispatcher: OutboxDispatcher, since: Mark): Promise<void> {
+async function untilAsleep(what: string, dispatcher: OutboxEngine, since: Mark): Promise<void> {
   await eventually(what, () => {
     const last = dispatcher.lastDrainAt;
     return (

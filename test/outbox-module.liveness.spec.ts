@@ -6,11 +6,11 @@ import request from 'supertest';
 import {
   CLAIM_WEDGED_MARGIN_MS,
   OnOutboxEvent,
-  OutboxDispatcher,
+  OutboxEngine,
   OutboxHealthIndicator,
   OutboxLivenessIndicator,
   OutboxPublisher,
-  OutboxRepository,
+  OutboxLeaseStore,
   type ClaimOptions,
   type OutboxModuleOptions,
 } from '@app/outbox';
@@ -87,7 +87,7 @@ afterEach(async () => {
 async function startApp(
   outbox: OutboxModuleOptions = {},
   url = db.url,
-): Promise<{ app: INestApplication; dispatcher: OutboxDispatcher }> {
+): Promise<{ app: INestApplication; dispatcher: OutboxEngine }> {
   const app = await createOutboxApp({
     url,
     outbox: { retention: { enabled: false }, ...outbox },
@@ -97,7 +97,7 @@ async function startApp(
   });
   open.add(app);
   await app.listen(0);
-  return { app, dispatcher: app.get(OutboxDispatcher) };
+  return { app, dispatcher: app.get(OutboxEngine) };
 }
 
 function hold(): { promise: Promise<void>; resolve: () => void } {
@@ -164,7 +164,7 @@ describe('OutboxLivenessIndicator', () => {
         url.toString(),
       );
       await eventually('the dispatcher has drained once', () => dispatcher.lastDrainAt !== null);
-      const claimBound = app.get(OutboxRepository).longestClaimMs + CLAIM_WEDGED_MARGIN_MS;
+      const claimBound = app.get(OutboxLeaseStore).longestClaimMs + CLAIM_WEDGED_MARGIN_MS;
 
       // Open connections go silent and new ones are accepted but never answered.
       proxy.setMode('hang');
@@ -222,7 +222,7 @@ describe('OutboxLivenessIndicator', () => {
   it('goes down when a claim of its loop has waited past the longest any claim may take: the engine is wedged', async () => {
     const { app, dispatcher } = await startApp({ statementTimeoutMs: 100 });
     await eventually('the dispatcher has drained once', () => dispatcher.lastDrainAt !== null);
-    const repository = app.get(OutboxRepository);
+    const repository = app.get(OutboxLeaseStore);
     const claimBound = repository.longestClaimMs + CLAIM_WEDGED_MARGIN_MS;
     // The store bounds every claim, so only a fault in the process can keep one out this long:
     // this one is kept out here, at the store, and answered once released.

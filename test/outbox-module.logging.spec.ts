@@ -3,7 +3,7 @@ import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
   OUTBOX_EVENT_DEAD,
-  OutboxDispatcher,
+  OutboxEngine,
   OutboxPublisher,
   type OutboxModuleOptions,
 } from '@app/outbox';
@@ -54,7 +54,7 @@ describe('OutboxModule logs', () => {
               { manager },
             ),
         );
-      const dispatcher = app.get(OutboxDispatcher);
+      const dispatcher = app.get(OutboxEngine);
       await dispatcher.drainOnce();
       await new Promise((resolve) => setTimeout(resolve, 20));
       await dispatcher.drainOnce();

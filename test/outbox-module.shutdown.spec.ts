@@ -3,11 +3,11 @@ import { DataSource } from 'typeorm';
 import type { Client } from 'pg';
 import {
   OnOutboxEvent,
-  OutboxDispatcher,
+  OutboxEngine,
   OutboxPublisher,
   SHUTDOWN_MARGIN_MS,
   type HandlerContext,
-  type OutboxDispatcherState,
+  type OutboxEngineState,
   type OutboxEvent,
   type OutboxModuleOptions,
 } from '@app/outbox';
@@ -35,12 +35,12 @@ class Mailer {
 }
 
 /** What a feature module saw when Nest destroyed it. */
-const seenAtFeatureDestroy: Array<{ state: OutboxDispatcherState; handlerDone: boolean }> = [];
+const seenAtFeatureDestroy: Array<{ state: OutboxEngineState; handlerDone: boolean }> = [];
 let handlerDone = false;
 
 @Injectable()
 class FeatureClient implements OnModuleDestroy {
-  constructor(private readonly dispatcher: OutboxDispatcher) {}
+  constructor(private readonly dispatcher: OutboxEngine) {}
 
   onModuleDestroy() {
     seenAtFeatureDestroy.push({ state: this.dispatcher.state, handlerDone });
@@ -129,7 +129,7 @@ describe('OutboxModule shutdown', () => {
     const gate = hold();
     behaviour = () => gate.promise;
     const app = await start({ shutdownGraceMs: 10_000 });
-    const dispatcher = app.get(OutboxDispatcher);
+    const dispatcher = app.get(OutboxEngine);
     const [id] = await emit(app, ['m-1']);
     await eventually('the handler is running', () => calls.length === 1);
 
@@ -161,7 +161,7 @@ describe('OutboxModule shutdown', () => {
     // The grace runs out long before the handler budget, which runs out before the lease.
     const options = { shutdownGraceMs: 300, handlerTimeoutMs: 1000, leaseMs: 3000 };
     const first = await start(options);
-    const dispatcher = first.get(OutboxDispatcher);
+    const dispatcher = first.get(OutboxEngine);
     const [id] = await emit(first, ['m-1']);
     await eventually('the handler is running', () => calls.length === 1);
 
@@ -205,7 +205,7 @@ describe('OutboxModule shutdown', () => {
     const gate = hold();
     behaviour = () => (calls.length === 1 ? gate.promise : undefined);
     const app = await start({ concurrency: 1, shutdownGraceMs: 10_000, localQueue: { size: 0 } });
-    const dispatcher = app.get(OutboxDispatcher);
+    const dispatcher = app.get(OutboxEngine);
     const ids = await emit(app, ['m-1', 'm-2', 'm-3']);
     await eventually('the first handler is running', () => calls.length === 1);
 
@@ -253,7 +253,7 @@ describe('OutboxModule shutdown', () => {
       localQueue: { ttlMs: 60_000 },
     };
     const first = await start(options);
-    const dispatcher = first.get(OutboxDispatcher);
+    const dispatcher = first.get(OutboxEngine);
     const ids = await emit(first, ['m-1', 'm-2', 'm-3']);
     let runningId = '';
     let queuedIds: string[] = [];
@@ -320,7 +320,7 @@ describe('OutboxModule shutdown', () => {
       imports: [FeatureModule],
     });
     open.add(app);
-    const dispatcher = app.get(OutboxDispatcher);
+    const dispatcher = app.get(OutboxEngine);
     await emit(app, ['m-1']);
     await eventually('the handler is running', () => calls.length === 1);
 
@@ -349,7 +349,7 @@ describe('OutboxModule shutdown', () => {
       providers: [Mailer],
     });
     try {
-      const dispatcher = app.get(OutboxDispatcher);
+      const dispatcher = app.get(OutboxEngine);
       await emit(app, ['m-1']);
       await eventually('the handler is running', () => calls.length === 1);
 
@@ -374,8 +374,8 @@ describe('OutboxModule shutdown', () => {
     const gate = hold();
     behaviour = () => gate.promise;
     const app = await start({ shutdownGraceMs: 10_000 });
-    const dispatcher = app.get(OutboxDispatcher);
-    const seen: OutboxDispatcherState[] = [];
+    const dispatcher = app.get(OutboxEngine);
+    const seen: OutboxEngineState[] = [];
     const observe = () => {
       if (seen[seen.length - 1] !== dispatcher.state) seen.push(dispatcher.state);
     };

@@ -3,7 +3,7 @@ import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
   OutboxAdmin,
-  OutboxDispatcher,
+  OutboxEngine,
   OutboxHealthIndicator,
   OutboxPublisher,
   type HandlerContext,
@@ -97,7 +97,7 @@ async function emit(events: NewOutboxEvent[]): Promise<void> {
 /** Drains until nothing is left to deliver; retries are due after 1 ms. */
 async function drainUntilDone(): Promise<void> {
   for (let i = 0; i < 200; i++) {
-    const report = await app.get(OutboxDispatcher).drainOnce();
+    const report = await app.get(OutboxEngine).drainOnce();
     if (!report.ok) throw report.error ?? new Error('drain failed');
     const { rows } = await t.sql.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM outbox_event WHERE dispatched_at IS NULL AND dead_at IS NULL`,
@@ -144,7 +144,7 @@ it("runs an ordered handler on each key's events in their places, a failure hold
 /** Drains until a drain claims nothing and nothing is due within the retry backoff. */
 async function drainUntilQuiet(): Promise<void> {
   for (let i = 0; i < 200; i++) {
-    const report = await app.get(OutboxDispatcher).drainOnce();
+    const report = await app.get(OutboxEngine).drainOnce();
     if (!report.ok) throw report.error ?? new Error('drain failed');
     if (report.claimed > 0) continue;
     const { rows } = await t.sql.query<{ n: number }>(
@@ -268,7 +268,7 @@ it('reports in health how long the oldest head retried by an ordered handler has
   await t.sql.query(
     `UPDATE outbox_event SET occurred_at = now() - interval '1 minute' WHERE ordering_key = 'k7'`,
   );
-  const report = await app.get(OutboxDispatcher).drainOnce();
+  const report = await app.get(OutboxEngine).drainOnce();
   expect(report.ok).toBe(true);
   const { outbox } = await app.get(OutboxHealthIndicator).isHealthy();
   expect(outbox.orderedWaitMs).toBeGreaterThanOrEqual(60_000);

@@ -2,7 +2,7 @@ import { Injectable, type INestApplication } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { OnOutboxEvent, OutboxPublisher, OutboxRepository, type NewOutboxEvent } from '@app/outbox';
+import { OnOutboxEvent, OutboxPublisher, OutboxLeaseStore, type NewOutboxEvent } from '@app/outbox';
 import { createOutboxApp } from './support/outbox-app';
 import { useTestDatabase } from './support/test-database';
 
@@ -176,7 +176,7 @@ describe('a claim of events an ordered handler receives', () => {
       `UPDATE outbox_event SET next_attempt_at = now() - interval '1 second'
        WHERE dispatched_at IS NULL`,
     );
-    const result = await new OutboxRepository(t.db.dataSource).claim({
+    const result = await new OutboxLeaseStore(t.db.dataSource).claim({
       limit: 100,
       leaseMs: 60_000,
       includeDead,
@@ -221,7 +221,7 @@ describe('a claim of events an ordered handler receives', () => {
 
   /** A live claim through the function, of what is due now (nothing made due). */
   async function claimLive() {
-    const result = await new OutboxRepository(t.db.dataSource).claim({
+    const result = await new OutboxLeaseStore(t.db.dataSource).claim({
       limit: 100,
       leaseMs: 60_000,
       includeDead: false,

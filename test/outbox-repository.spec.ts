@@ -6,7 +6,7 @@ import {
   OutboxAdmin,
   OutboxPayloadNotSerializableError,
   OutboxPublisher,
-  OutboxRepository,
+  OutboxLeaseStore,
   OutboxStoreError,
   OutboxTransactionRequiredError,
   resolveOutboxOptions,
@@ -20,14 +20,14 @@ import { createTestDatabase, type TestDatabase } from './support/test-database';
 /** What enqueue refuses, and how database failures reach callers. */
 
 let db: TestDatabase;
-let repo: OutboxRepository;
+let repo: OutboxLeaseStore;
 let emitStore: OutboxEmitStore;
 let retention: RetentionStore;
 let sql: Client;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  repo = new OutboxRepository(db.dataSource);
+  repo = new OutboxLeaseStore(db.dataSource);
   emitStore = new OutboxEmitStore(db.dataSource);
   retention = new RetentionStore(db.dataSource);
   sql = await db.connect();
@@ -350,7 +350,7 @@ describe('OutboxEmitStore.enqueue refuses what the store cannot hold as given', 
   });
 });
 
-describe('OutboxRepository store failures', () => {
+describe('OutboxLeaseStore store failures', () => {
   it('returns a typed, scrubbed OutboxStoreError instead of throwing', async () => {
     const runner = db.dataSource.createQueryRunner();
     await runner.connect();
@@ -383,7 +383,7 @@ describe('OutboxRepository store failures', () => {
   it('reports a lock timeout with its SQLSTATE, so callers can tell it from other failures', async () => {
     // The store's own lock_timeout (SET LOCAL in its statement's transaction), not a session
     // setting: that also holds behind a transaction pooler, which keeps no session settings.
-    const impatient = new OutboxRepository(db.dataSource, { lockTimeoutMs: 100 });
+    const impatient = new OutboxLeaseStore(db.dataSource, { lockTimeoutMs: 100 });
     const locker = await db.connect();
     try {
       await locker.query('BEGIN');
@@ -401,7 +401,7 @@ describe('OutboxRepository store failures', () => {
   });
 });
 
-describe('OutboxAdmin.replay by ids (formerly OutboxRepository.replayDead)', () => {
+describe('OutboxAdmin.replay by ids (formerly OutboxLeaseStore.replayDead)', () => {
   it('makes dead events due now, leaving live, delivered and leased (replaying) ones alone', async () => {
     await sql.query('TRUNCATE outbox_event');
     const ids = {
@@ -438,12 +438,12 @@ describe('OutboxAdmin.replay by ids (formerly OutboxRepository.replayDead)', () 
   });
 });
 
-describe('OutboxRepository with a DataSource from a second copy of typeorm', () => {
+describe('OutboxLeaseStore with a DataSource from a second copy of typeorm', () => {
   it('claims and settles through any object shaped like a PostgreSQL DataSource, not only instances of this copy', async () => {
     // What npm link or some pnpm layouts give: a DataSource whose class is another copy's.
     const foreign = { driver: db.dataSource.driver, options: db.dataSource.options };
     expect(foreign).not.toBeInstanceOf(DataSource);
-    const viaForeign = new OutboxRepository(foreign as unknown as DataSource);
+    const viaForeign = new OutboxLeaseStore(foreign as unknown as DataSource);
     const emitViaForeign = new OutboxEmitStore(foreign as unknown as DataSource);
     await db.dataSource.transaction((manager) => emitViaForeign.enqueue(manager, good));
 

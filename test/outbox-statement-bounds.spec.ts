@@ -1,5 +1,5 @@
 import { DataSource } from 'typeorm';
-import { OUTBOX_ENTITIES, OutboxRepository } from '@app/outbox';
+import { OUTBOX_ENTITIES, OutboxLeaseStore } from '@app/outbox';
 import { runBounded } from '@app/outbox/store/bounded-statement.util';
 import { RetentionStore } from '@app/outbox/store/retention.store';
 import { useTestDatabase } from './support/test-database';
@@ -16,7 +16,7 @@ const database = useTestDatabase();
 
 const claimOptions = { limit: 10, leaseMs: 60_000, deadRetryMs: 60_000 };
 
-describe('OutboxRepository statement bounds', () => {
+describe('OutboxLeaseStore statement bounds', () => {
   it('inlines values as literals the server reads back exactly, whatever quotes and backslashes they hold', async () => {
     const hostile = `x'); DROP TABLE outbox_event; -- \\' "q" \\\\ $1 \u00e9 {a,b}`;
     const rows = await runBounded(
@@ -30,7 +30,7 @@ describe('OutboxRepository statement bounds', () => {
   });
 
   it('a lock held on outbox_event (as a migration would) fails claim, settle, state and sweep with 55P03 instead of waiting', async () => {
-    const repo = new OutboxRepository(database.db.dataSource, { lockTimeoutMs: 100 });
+    const repo = new OutboxLeaseStore(database.db.dataSource, { lockTimeoutMs: 100 });
     const locker = await database.db.connect();
     await locker.query('BEGIN');
     await locker.query('LOCK TABLE outbox_event IN ACCESS EXCLUSIVE MODE');
@@ -58,7 +58,7 @@ describe('OutboxRepository statement bounds', () => {
   });
 
   it('a statement slower than statementTimeoutMs is cancelled by the server (57014)', async () => {
-    const repo = new OutboxRepository(database.db.dataSource, { statementTimeoutMs: 200 });
+    const repo = new OutboxLeaseStore(database.db.dataSource, { statementTimeoutMs: 200 });
     // A row lock held elsewhere makes the settle wait on it: a wait the lock timeout allows but
     // the statement timeout does not.
     await database.sql.query(
@@ -91,7 +91,7 @@ describe('OutboxRepository statement bounds', () => {
     const holder = small.createQueryRunner();
     try {
       await holder.connect();
-      const repo = new OutboxRepository(small, { statementTimeoutMs: 200 });
+      const repo = new OutboxLeaseStore(small, { statementTimeoutMs: 200 });
       const result = await repo.claim(claimOptions);
       expect(result).toMatchObject({
         ok: false,
@@ -133,7 +133,7 @@ describe('OutboxRepository statement bounds', () => {
     });
 
     it('a connection reset mid-statement is a typed failure, not a crash, and the next statement gets a fresh connection', async () => {
-      const repo = new OutboxRepository(proxied, { statementTimeoutMs: 30_000 });
+      const repo = new OutboxLeaseStore(proxied, { statementTimeoutMs: 30_000 });
       await database.sql.query(
         `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, attempts)
          VALUES ('00000000-0000-7000-8000-0000000000a1', 't', 'a', '1', '{}', 1)`,
@@ -164,7 +164,7 @@ describe('OutboxRepository statement bounds', () => {
     });
 
     it('a server error (lock timeout) rolls back and keeps the connection; it is not replaced', async () => {
-      const repo = new OutboxRepository(proxied, { lockTimeoutMs: 100 });
+      const repo = new OutboxLeaseStore(proxied, { lockTimeoutMs: 100 });
       await expect(repo.claim(claimOptions)).resolves.toMatchObject({ ok: true });
       const connectionsBefore = proxy.connections.length;
       const locker = await database.db.connect();
@@ -186,7 +186,7 @@ describe('OutboxRepository statement bounds', () => {
     });
 
     it('returns a typed failure once the client deadline passes, discards the connection, and works again on a fresh one', async () => {
-      const repo = new OutboxRepository(proxied, { statementTimeoutMs: 300 });
+      const repo = new OutboxLeaseStore(proxied, { statementTimeoutMs: 300 });
       await expect(repo.claim(claimOptions)).resolves.toMatchObject({ ok: true });
       proxy.blackhole();
 

@@ -19,7 +19,7 @@ import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
   OutboxAdmin,
-  OutboxDispatcher,
+  OutboxEngine,
   OutboxPublisher,
   type NewOutboxEvent,
 } from '@app/outbox';
@@ -278,7 +278,7 @@ describe('listener reconnects', () => {
       providers: [],
     });
     try {
-      const dispatcher = listening.get(OutboxDispatcher);
+      const dispatcher = listening.get(OutboxEngine);
       await eventually('listening', () => dispatcher.listenerState === 'listening');
       const before = sum(await collect(), 'outbox.listener.reconnects');
       const terminated = await db.dataSource.query<{ done: boolean }[]>(

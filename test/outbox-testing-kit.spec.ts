@@ -2,7 +2,7 @@ import { Injectable, type INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
-  OutboxDispatcher,
+  OutboxEngine,
   OutboxPublisher,
   type OutboxEvent,
   type TransactionalHandlerContext,
@@ -98,7 +98,7 @@ function emit(overrides: Parameters<typeof invoicePaid>[0] = {}): Promise<string
 
 describe('outboxTestingOptions', () => {
   it('keeps the dispatcher, its LISTEN connection and its timers off until a test drains', async () => {
-    const dispatcher = app.get(OutboxDispatcher);
+    const dispatcher = app.get(OutboxEngine);
     expect(dispatcher.state).toBe('idle');
     expect(dispatcher.listenerState).toBe('disabled');
     const listening = await dataSource.query(
@@ -201,7 +201,7 @@ describe('drainUntilIdle and makeDue', () => {
     await drainUntilIdle(app);
     const ledgerRuns = () => calls.filter((c) => c.id === id && c.handler === 'ledger').length;
     expect(ledgerRuns()).toBe(1);
-    expect(await app.get(OutboxDispatcher).drainOnce()).toMatchObject({ claimed: 0 });
+    expect(await app.get(OutboxEngine).drainOnce()).toMatchObject({ claimed: 0 });
 
     expect(await makeDue(app, { type: 'receipt.sent' })).toEqual([]);
     // A fresh event is already due: makeDue leaves it alone and does not report it.
@@ -210,7 +210,7 @@ describe('drainUntilIdle and makeDue', () => {
     );
     expect(await makeDue(app, { type: 'invoice.paid' })).toEqual([id]);
     await dataSource.query('DELETE FROM outbox_event WHERE id = $1', [fresh]);
-    expect(await app.get(OutboxDispatcher).drainOnce()).toMatchObject({
+    expect(await app.get(OutboxEngine).drainOnce()).toMatchObject({
       claimed: 1,
       delivered: 1,
     });

@@ -5,10 +5,10 @@ import type { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
-  OutboxDispatcher,
+  OutboxEngine,
   OutboxHandlerTransactionEndedError,
   OutboxPublisher,
-  OutboxRepository,
+  OutboxLeaseStore,
   type NewOutboxEvent,
   type OutboxEvent,
   type TransactionalHandlerContext,
@@ -94,7 +94,7 @@ let db: TestDatabase;
 let app: INestApplication;
 let sql: Client;
 let dataSource: DataSource;
-let dispatcher: OutboxDispatcher;
+let dispatcher: OutboxEngine;
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -115,7 +115,7 @@ beforeAll(async () => {
     providers: [Ledger, EffectService, ThroughServices, Snapshot],
   });
   dataSource = app.get(DataSource);
-  dispatcher = app.get(OutboxDispatcher);
+  dispatcher = app.get(OutboxEngine);
 });
 
 afterAll(async () => {
@@ -194,7 +194,7 @@ describe('transactional handlers', () => {
         .transaction((manager) =>
           plain.get(OutboxPublisher).emit({ ...report, aggregateId: 'r-2' }, { manager }),
         );
-      await plain.get(OutboxDispatcher).drainOnce();
+      await plain.get(OutboxEngine).drainOnce();
       expect(levelsSeen).toEqual(['repeatable read']);
     } finally {
       await plain.close();
@@ -232,7 +232,7 @@ describe('transactional handlers', () => {
       `UPDATE outbox_event SET lease_expires_at = now(), next_attempt_at = now() WHERE id = $1`,
       [id],
     );
-    const takeover = await app.get(OutboxRepository).claim({ limit: 1, leaseMs: 5000 });
+    const takeover = await app.get(OutboxLeaseStore).claim({ limit: 1, leaseMs: 5000 });
     expect(takeover.ok && takeover.value.map((r) => r.attempts)).toEqual([2]);
     proceed.resolve();
 
@@ -287,7 +287,7 @@ describe('transactional handlers', () => {
     await stuck.promise;
     // The dispatcher's stop, as the first shutdown step: the DataSource is still open, so what
     // frees the lock is the rollback, not the pool closing its connections.
-    await worker.get(OutboxDispatcher).stop();
+    await worker.get(OutboxEngine).stop();
 
     // The row lock is free: this would wait (and fail at lock_timeout) if the transaction lived.
     await sql.query(`SET lock_timeout = '2s'`);

@@ -1,5 +1,5 @@
 import type { Client } from 'pg';
-import { OutboxDispatcher } from '../../libs/outbox/src';
+import { OutboxEngine } from '../../libs/outbox/src';
 import { CLAIM_LIVE_CALL, claimParameters } from '../../libs/outbox/src/store/lease/claim.sql';
 import { nestedPlans, rowsRead, tableScans } from '../../test/support/query-plans';
 import { createOutboxApp } from '../support/app';
@@ -38,7 +38,7 @@ async function load(db: BenchDatabase, blocked: boolean): Promise<void> {
     if (blocked) {
       await emitKeyed(app, BLOCKED_KEYS + WAITING, (i) => `blocked-${i % BLOCKED_KEYS}`);
       for (let dead = 0; dead < BLOCKED_KEYS;) {
-        const report = await app.get(OutboxDispatcher).drainOnce();
+        const report = await app.get(OutboxEngine).drainOnce();
         if (!report.ok || report.claimed === 0) throw new Error('the heads did not all die');
         dead += report.dead;
       }

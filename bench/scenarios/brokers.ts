@@ -6,7 +6,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import {
   OutboxBridgeModule,
-  OutboxDispatcher,
+  OutboxEngine,
   OutboxInboxModule,
   natsJetStream,
   natsJetStreamInbox,
@@ -82,7 +82,7 @@ async function burnDown(
   const app = await createOutboxApp(url, { ...setup, autoStart: false });
   try {
     const started = performance.now();
-    await app.get(OutboxDispatcher).start();
+    await app.get(OutboxEngine).start();
     if (!(await waitUntilSettled(sql, TIMEOUT_MS, 20))) throw new Error('backlog not drained');
     return EVENTS / ((performance.now() - started) / 1000);
   } finally {

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Client } from 'pg';
-import { OutboxDispatcher } from '../../libs/outbox/src';
+import { OutboxEngine } from '../../libs/outbox/src';
 import { createOutboxApp } from '../support/app';
 import { EVENTS } from '../support/config';
 import {
@@ -37,7 +37,7 @@ export const burndown: Scenario = {
       let delivered: number;
       try {
         const started = performance.now();
-        await app.get(OutboxDispatcher).start();
+        await app.get(OutboxEngine).start();
         const settled = await waitUntilSettled(db.sql, TIMEOUT_MS);
         const seconds = (performance.now() - started) / 1000;
         delivered = settled ? EVENTS : await countDelivered(db.sql);

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { OUTBOX_ENTITIES, OutboxRepository } from '../../libs/outbox/src';
+import { OUTBOX_ENTITIES, OutboxLeaseStore } from '../../libs/outbox/src';
 import { BACKLOG_ROWS } from '../support/config';
 import { insertEvents, withFreshDatabase } from '../support/database';
 import { median } from '../support/percentiles';
@@ -41,7 +41,7 @@ async function vacuum(sql: Client): Promise<void> {
 }
 
 /**
- * The health probe's query (`OutboxRepository.pendingState`) with 100 undelivered rows, then
+ * The health probe's query (`OutboxLeaseStore.pendingState`) with 100 undelivered rows, then
  * with BACKLOG_ROWS (one in 20 retrying, the rest due): median of 50 calls each.
  */
 export const health: Scenario = {
@@ -59,9 +59,9 @@ export const health: Scenario = {
       await dataSource.initialize();
       const figure = `health probe at ${count(BACKLOG_ROWS)} undelivered rows vs ${SMALL}`;
       try {
-        const repository = new OutboxRepository(dataSource);
+        const repository = new OutboxLeaseStore(dataSource);
         const call = (repository as unknown as { pendingState?: PendingStateCall }).pendingState;
-        if (typeof call !== 'function') throw new Error('OutboxRepository has no pendingState');
+        if (typeof call !== 'function') throw new Error('OutboxLeaseStore has no pendingState');
         const pendingState: PendingStateCall = (options) => call.call(repository, options);
 
         await insertEvents(db.sql, SMALL, MIX);

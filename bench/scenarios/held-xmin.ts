@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { Client } from 'pg';
-import { OutboxDispatcher } from '../../libs/outbox/src';
+import { OutboxEngine } from '../../libs/outbox/src';
 import { createOutboxApp } from '../support/app';
 import { commitToHandlerLatency } from '../support/commit-latency';
 import { HELD_XMIN_EVENTS, RATE_PER_SECOND } from '../support/config';
@@ -62,7 +62,7 @@ async function burnDown(db: BenchDatabase): Promise<number> {
   const app = await createOutboxApp(db.url, { handler: 'noop', autoStart: false });
   try {
     const started = performance.now();
-    await app.get(OutboxDispatcher).start();
+    await app.get(OutboxEngine).start();
     const settled = await waitUntilSettled(db.sql, TIMEOUT_MS, SETTLED_POLL_MS);
     const delivered = settled ? HELD_XMIN_EVENTS : await countDelivered(db.sql);
     return delivered / ((performance.now() - started) / 1000);

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { OutboxDispatcher } from '../../libs/outbox/src';
+import { OutboxEngine } from '../../libs/outbox/src';
 import { createOutboxApp } from '../support/app';
 import { EVENTS, MIXED_CAP_SECONDS } from '../support/config';
 import { countDelivered, insertEvents, sleep, withFreshDatabase } from '../support/database';
@@ -41,7 +41,7 @@ export const mixed: Scenario = {
       let capped = false;
       try {
         const started = performance.now();
-        await app.get(OutboxDispatcher).start();
+        await app.get(OutboxEngine).start();
         for (;;) {
           delivered = await countDelivered(db.sql);
           const elapsed = (performance.now() - started) / 1000;

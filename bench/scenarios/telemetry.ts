@@ -11,7 +11,7 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import type { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { OutboxDispatcher, OutboxPublisher } from '../../libs/outbox/src';
+import { OutboxEngine, OutboxPublisher } from '../../libs/outbox/src';
 import { createOutboxApp } from '../support/app';
 import { waitUntilSettled, withFreshDatabase } from '../support/database';
 import { sampleEvent } from '../support/events';
@@ -63,7 +63,7 @@ async function emitAndBurnDown(
     const emitMs = (performance.now() - t) / EMITS;
     await sql.query('VACUUM ANALYZE outbox_event');
     t = performance.now();
-    await app.get(OutboxDispatcher).start();
+    await app.get(OutboxEngine).start();
     await waitUntilSettled(sql, TIMEOUT_MS);
     return { emitMs, burnDown: EMITS / ((performance.now() - t) / 1000) };
   } finally {

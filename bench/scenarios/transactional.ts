@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { OutboxDispatcher } from '../../libs/outbox/src';
+import { OutboxEngine } from '../../libs/outbox/src';
 import { createOutboxApp } from '../support/app';
 import { EVENTS } from '../support/config';
 import {
@@ -42,7 +42,7 @@ export const transactional: Scenario = {
         });
         try {
           const started = performance.now();
-          await app.get(OutboxDispatcher).start();
+          await app.get(OutboxEngine).start();
           const settled = await waitUntilSettled(db.sql, TIMEOUT_MS);
           const seconds = (performance.now() - started) / 1000;
           const delivered = settled ? EVENTS : await countDelivered(db.sql);

@@ -1,7 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import type { Client } from 'pg';
-import { OutboxDispatcher } from '../../libs/outbox/src';
+import { OutboxEngine } from '../../libs/outbox/src';
 import { countDelivered, waitUntilSettled } from './database';
 import { count } from './report';
 
@@ -24,7 +24,7 @@ export async function timeBurnDown(
   timeoutMs: number,
 ): Promise<BurnDown> {
   const started = performance.now();
-  await app.get(OutboxDispatcher).start();
+  await app.get(OutboxEngine).start();
   const complete = await waitUntilSettled(sql, timeoutMs);
   const seconds = (performance.now() - started) / 1000;
   const delivered = complete ? events : await countDelivered(sql);

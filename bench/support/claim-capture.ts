@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import { DataSource } from 'typeorm';
-import { OutboxRepository } from '../../libs/outbox/src';
+import { OutboxLeaseStore } from '../../libs/outbox/src';
 
 /** What the repository's claim is asked for: 100 rows, a 60 s lease, dead rows back after 6 h. */
 export const CLAIM_OPTIONS = { limit: 100, leaseMs: 60_000, deadRetryMs: 21_600_000 };
@@ -85,7 +85,7 @@ export async function captureClaim(url: string, claim: string): Promise<Captured
         return query(...args);
       };
     });
-    const repository = new OutboxRepository(dataSource) as unknown as {
+    const repository = new OutboxLeaseStore(dataSource) as unknown as {
       claim?: (options: typeof CLAIM_OPTIONS) => Promise<unknown>;
     };
     await repository.claim?.(CLAIM_OPTIONS);

@@ -7,7 +7,7 @@
  */
 import 'reflect-metadata';
 import type { INestApplication } from '@nestjs/common';
-import { OutboxDispatcher } from '../../libs/outbox/src';
+import { OutboxEngine } from '../../libs/outbox/src';
 import { createOutboxApp } from './app';
 import { handlerHooks } from './handlers';
 import type {
@@ -78,7 +78,7 @@ async function main(): Promise<void> {
   const answer = async (request: RelayRequest): Promise<unknown> => {
     switch (request.cmd) {
       case 'start':
-        if (app) return app.get(OutboxDispatcher).start();
+        if (app) return app.get(OutboxEngine).start();
         reference = referenceDrain(pool!, record);
         return undefined;
       case 'stats': {

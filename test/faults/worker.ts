@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import { DataSource } from 'typeorm';
+// The names both releases export: the previous release runs this worker too (mixed-versions).
 import { OutboxAdmin, OutboxDispatcher, OutboxHealthIndicator, OutboxPublisher } from '@app/outbox';
 import { installBreak } from './support/breaks';
 import { reportCrashContext } from './support/crash-context';

@@ -44,13 +44,13 @@ export type {
   DispatcherInfo,
 } from './store/admin/dead-letter.types';
 export {
-  OutboxDispatcher,
+  OutboxEngine,
   SHUTDOWN_MARGIN_MS,
   type DrainReport,
   type EngineProgress,
-  type OutboxDispatcherState,
+  type OutboxEngineState,
   type OutboxSlots,
-} from './engine/outbox.dispatcher';
+} from './engine/outbox.engine';
 export type { SettleFailure } from './engine/outbox.completer';
 
 export {
@@ -99,7 +99,7 @@ export {
   OutboxOrdering1773000000000,
   OutboxOrderingIndexes1773500000000,
 } from './migrations';
-export { OutboxRepository, type OutboxRepositoryOptions } from './store/lease/outbox.repository';
+export { OutboxLeaseStore, type OutboxLeaseStoreOptions } from './store/lease/lease.store';
 export type {
   ClaimOptions,
   DeliveredSettle,
@@ -192,3 +192,11 @@ export {
   RabbitMqPublishError,
   type RabbitMqPublishFailure,
 } from './bridge/rabbitmq/rabbitmq-publish.error';
+
+// Renamed: the old names, deprecated (see the CHANGELOG)
+export {
+  OutboxDispatcher,
+  type OutboxDispatcherState,
+  OutboxRepository,
+  type OutboxRepositoryOptions,
+} from './deprecated';

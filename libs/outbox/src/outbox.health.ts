@@ -1,13 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
-import {
-  OutboxDispatcher,
-  type OutboxDispatcherState,
-  type OutboxSlots,
-} from './engine/outbox.dispatcher';
+import { OutboxEngine, type OutboxEngineState, type OutboxSlots } from './engine/outbox.engine';
 import type { PgListenerState } from './engine/pg-listener.types';
 import type { OutboxHorizon, PendingState } from './store/lease/lease.types';
 import type { ResolvedOutboxOptions } from './outbox.options';
-import { OutboxRepository } from './store/lease/outbox.repository';
+import { OutboxLeaseStore } from './store/lease/lease.store';
 import { OUTBOX_OPTIONS } from './outbox.tokens';
 import { scrubError } from './common/scrub-error.util';
 import { indicatorResult } from './common/indicator-result.util';
@@ -30,8 +26,8 @@ export interface OutboxHealthOptions {
  */
 export type OutboxHealthData = {
   status: 'up' | 'down';
-  /** This pod's dispatcher. */
-  state: OutboxDispatcherState;
+  /** This pod's engine. */
+  state: OutboxEngineState;
   listener: PgListenerState | 'disabled';
   /** When this pod's last claim completed (ISO time), or null. */
   lastDrainAt: string | null;
@@ -70,13 +66,13 @@ export type OutboxHealthData = {
  */
 export type OutboxHealthResult<Key extends string = 'outbox'> = Record<Key, OutboxHealthData>;
 
-/** Poll intervals without a completed claim after which a running dispatcher counts as stuck. */
+/** Poll intervals without a completed claim after which a running engine counts as stuck. */
 export const STALE_AFTER_POLLS = 3;
 const DEFAULT_TIMEOUT_MS = 2000;
 
 /**
  * Terminus indicator for readiness during rollouts. Down for what is true of this pod: its
- * dispatcher stops or has stopped, has completed no claim for several poll intervals, gave up
+ * engine stops or has stopped, has completed no claim for several poll intervals, gave up
  * settles that the store kept refusing, or its state query fails; and, only when `maxLagMs` is
  * given, for a queue-wide lag. It never throws; the data says why: lag, the due / retrying /
  * in-flight / expired-lease / parked / dead / blocked-key counts (each read from an index and capped at `countLimit`,
@@ -86,8 +82,8 @@ const DEFAULT_TIMEOUT_MS = 2000;
 @Injectable()
 export class OutboxHealthIndicator {
   constructor(
-    private readonly dispatcher: OutboxDispatcher,
-    private readonly repository: OutboxRepository,
+    private readonly engine: OutboxEngine,
+    private readonly repository: OutboxLeaseStore,
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
   ) {}
 
@@ -99,22 +95,22 @@ export class OutboxHealthIndicator {
     const pending = await this.pendingWithin(timeoutMs);
     // Read once the query is back, not before it: a shutdown that began while it was out must
     // make this answer down, or a pod already stopping could still report ready.
-    const state = this.dispatcher.state;
-    const lastDrainAt = this.dispatcher.lastDrainAt;
+    const state = this.engine.state;
+    const lastDrainAt = this.engine.lastDrainAt;
     const base = {
       state,
-      listener: this.dispatcher.listenerState,
+      listener: this.engine.listenerState,
       lastDrainAt: lastDrainAt?.toISOString() ?? null,
     };
     if (!pending.ok) return session.down({ ...base, message: pending.message });
-    // Every figure of the state but the next due time, which is the dispatcher's business.
+    // Every figure of the state but the next due time, which is the engine's business.
     const { oldestDueWaitMs, nextDueInMs, ...counts } = pending.value;
-    const settleFailure = this.dispatcher.settleFailure;
+    const settleFailure = this.engine.settleFailure;
     const data = {
       ...base,
       lagMs: oldestDueWaitMs ?? 0,
       ...counts,
-      slots: this.dispatcher.slots,
+      slots: this.engine.slots,
       settleFailure: settleFailure && {
         since: settleFailure.since.toISOString(),
         lost: settleFailure.lost,
@@ -139,7 +135,7 @@ export class OutboxHealthIndicator {
     }
     // Every slot may be busy for up to a lease, so a pause in claims that long is not yet a stuck one.
     const staleAfterMs = STALE_AFTER_POLLS * this.options.pollIntervalMs + this.options.leaseMs;
-    const lastProgress = lastDrainAt ?? this.dispatcher.runningSince;
+    const lastProgress = lastDrainAt ?? this.engine.runningSince;
     const sinceDrain = lastProgress ? Date.now() - lastProgress.getTime() : 0;
     if (state === 'running' && sinceDrain > staleAfterMs) {
       return session.down({ ...data, message: `no claim completed for ${sinceDrain} ms` });
@@ -158,7 +154,7 @@ export class OutboxHealthIndicator {
       );
     });
     const query = this.repository
-      .pendingState({ types: this.options.types, dueFrom: this.dispatcher.claimsFrom })
+      .pendingState({ types: this.options.types, dueFrom: this.engine.claimsFrom })
       .then((result) =>
         result.ok
           ? { ok: true as const, value: result.value }

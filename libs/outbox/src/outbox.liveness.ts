@@ -1,12 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
-import {
-  OutboxDispatcher,
-  type OutboxDispatcherState,
-  type OutboxSlots,
-} from './engine/outbox.dispatcher';
+import { OutboxEngine, type OutboxEngineState, type OutboxSlots } from './engine/outbox.engine';
 import type { ResolvedOutboxOptions } from './outbox.options';
-import { OutboxRepository } from './store/lease/outbox.repository';
+import { OutboxLeaseStore } from './store/lease/lease.store';
 import { OUTBOX_OPTIONS } from './outbox.tokens';
 import { EventLoopStalls } from './common/event-loop-stalls.util';
 import { indicatorResult } from './common/indicator-result.util';
@@ -23,8 +19,8 @@ export const CLAIM_WEDGED_MARGIN_MS = 2000;
  */
 export type OutboxLivenessData = {
   status: 'up' | 'down';
-  /** This pod's dispatcher; the engine is judged only while it is `running`. */
-  state: OutboxDispatcherState;
+  /** This pod's engine; the engine is judged only while it is `running`. */
+  state: OutboxEngineState;
   /** The longest the event loop stalled within the last `liveness.eventLoopWindowMs`, in ms. */
   eventLoopStallMs: number;
   /** How long the loop's oldest claim still out has waited for its answer, in ms (null: none). */
@@ -41,15 +37,15 @@ export type OutboxLivenessResult<Key extends string = 'outbox'> = Record<Key, Ou
 /**
  * Terminus indicator for liveness: down only when this process cannot make progress, which a
  * restart mends. That is an event loop that stalled past `liveness.eventLoopStallMs`, or, while
- * the dispatcher runs, an engine that is wedged: a claim of its loop out longer than the store
- * lets any claim take (`OutboxRepository.longestClaimMs` plus `CLAIM_WEDGED_MARGIN_MS`), or
+ * the engine runs, an engine that is wedged: a claim of its loop out longer than the store
+ * lets any claim take (`OutboxLeaseStore.longestClaimMs` plus `CLAIM_WEDGED_MARGIN_MS`), or
  * every slot held for `liveness.overdueSlotsMs` by handlers past their budget that ignore their
  * AbortSignal.
  *
  * Never the database being away or slow: a restart would not bring it back, and would turn an
  * outage into a crash loop. Every statement of the engine is bounded, so with the database away
  * claims fail in time, and a claim that failed is progress (the loop ran); readiness
- * (`OutboxHealthIndicator`) is what reports the database. A dispatcher that is not running (not
+ * (`OutboxHealthIndicator`) is what reports the database. An engine that is not running (not
  * started on an API pod, or stopping at shutdown) is no wedge either: shutdown is readiness's to
  * report, and the process must be left to finish it. It reads only this process's state, never
  * throws, and reports figures, never an event or an option.
@@ -62,8 +58,8 @@ export class OutboxLivenessIndicator implements OnApplicationShutdown {
   private readonly stalls: EventLoopStalls;
 
   constructor(
-    private readonly dispatcher: OutboxDispatcher,
-    private readonly repository: OutboxRepository,
+    private readonly engine: OutboxEngine,
+    private readonly repository: OutboxLeaseStore,
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
   ) {
     this.stalls = new EventLoopStalls(options.liveness.eventLoopWindowMs);
@@ -79,18 +75,18 @@ export class OutboxLivenessIndicator implements OnApplicationShutdown {
       eventLoopWindowMs,
       overdueSlotsMs,
     } = this.options.liveness;
-    const state = this.dispatcher.state;
+    const state = this.engine.state;
     // The engine's times are on the monotonic clock: a wall clock stepped by NTP is no wedge.
     const now = performance.now();
     // Only a running engine is judged: a stopping one is shutdown's to finish (readiness reports
     // it), and an idle or stopped one has no loop that could wedge.
-    const progress = state === 'running' ? this.dispatcher.progress : null;
+    const progress = state === 'running' ? this.engine.progress : null;
     const sinceOr = (at: number | null | undefined) => (at == null ? null : Math.max(0, now - at));
     const data = {
       state,
       eventLoopStallMs: this.stalls.worstMs(),
       claimOutMs: sinceOr(progress?.oldestClaimSentAt),
-      slots: this.dispatcher.slots,
+      slots: this.engine.slots,
       slotsOverdueMs: sinceOr(progress?.allSlotsOverdueSince),
     };
     if (data.eventLoopStallMs > stallBound) {

@@ -5,7 +5,7 @@ import { EventDispatcher } from './handlers/event.dispatcher';
 import { HandlerRunner } from './handlers/handler.runner';
 import { OutboxAdmin } from './admin/outbox.admin';
 import { HandlerTransactions } from './handlers/handler.transactions';
-import { OutboxDispatcher } from './engine/outbox.dispatcher';
+import { OutboxEngine } from './engine/outbox.engine';
 import { OutboxExplorer } from './handlers/outbox.explorer';
 import { OutboxHealthIndicator } from './outbox.health';
 import { OutboxLivenessIndicator } from './outbox.liveness';
@@ -25,7 +25,7 @@ import { AdminStore } from './store/admin/admin.store';
 import { DispatcherReportStore } from './store/dispatcher-report.store';
 import { EventOrdering, OutboxEmitStore } from './store/emit/emit.store';
 import { HandlerTransactionStore } from './store/handler-transaction.store';
-import { OutboxRepository } from './store/lease/outbox.repository';
+import { OutboxLeaseStore } from './store/lease/lease.store';
 import { RetentionStore } from './store/retention.store';
 import type { OutboxStoreOptions } from './store/store.client';
 import { TestingStore } from './store/testing.store';
@@ -53,7 +53,7 @@ function store<T>(
 
 /** One store per client: each part of the module reaches the table through its own. */
 const stores: Provider[] = [
-  store(OutboxRepository),
+  store(OutboxLeaseStore),
   store(OutboxEmitStore),
   store(HandlerTransactionStore),
   store(AdminStore),
@@ -87,7 +87,7 @@ const providers: Provider[] = [
   HandlerRunner,
   OutboxExplorer,
   OutboxPublisher,
-  OutboxDispatcher,
+  OutboxEngine,
   OutboxHealthIndicator,
   OutboxLivenessIndicator,
   OutboxRetentionSweeper,
@@ -105,10 +105,10 @@ const providers: Provider[] = [
     OutboxPublisher,
     OutboxAdmin,
     EventDispatcher,
-    OutboxDispatcher,
+    OutboxEngine,
     OutboxHealthIndicator,
     OutboxLivenessIndicator,
-    OutboxRepository,
+    OutboxLeaseStore,
     OutboxRetentionSweeper,
     OUTBOX_OPTIONS,
     // For an inbox: it emits in transactions of its own on the outbox's DataSource.

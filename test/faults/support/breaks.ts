@@ -1,4 +1,4 @@
-import { OutboxDispatcher, OutboxRepository } from '@app/outbox';
+import { OutboxEngine, OutboxLeaseStore } from '@app/outbox';
 import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 
@@ -99,10 +99,10 @@ export function installBreak(mode: string | undefined): void {
     };
   }
   if (mode === 'ready-while-stopping') {
-    const state = Object.getOwnPropertyDescriptor(OutboxDispatcher.prototype, 'state')!.get!;
-    Object.defineProperty(OutboxDispatcher.prototype, 'state', {
-      get(this: OutboxDispatcher) {
-        const current = state.call(this) as OutboxDispatcher['state'];
+    const state = Object.getOwnPropertyDescriptor(OutboxEngine.prototype, 'state')!.get!;
+    Object.defineProperty(OutboxEngine.prototype, 'state', {
+      get(this: OutboxEngine) {
+        const current = state.call(this) as OutboxEngine['state'];
         return current === 'stopping' ? 'running' : current;
       },
     });
@@ -125,12 +125,12 @@ export function installBreak(mode: string | undefined): void {
   if (mode === 'no-lease-guard') {
     // `own` is the repository's private runner of its own statements; only this process's
     // copy of the claim loses its lease condition.
-    const proto = OutboxRepository.prototype as unknown as {
+    const proto = OutboxLeaseStore.prototype as unknown as {
       own?: (operation: string, sql: string, ...rest: unknown[]) => unknown;
     };
     const own = proto.own;
     if (typeof own !== 'function') {
-      throw new Error('no-lease-guard: OutboxRepository has no `own` statement runner to wrap');
+      throw new Error('no-lease-guard: OutboxLeaseStore has no `own` statement runner to wrap');
     }
     proto.own = function (operation, sql, ...rest) {
       const statement = operation === 'claim' ? sql.replace(LEASE_GUARD, '') : sql;

@@ -68,7 +68,7 @@ export class OutboxAdmin {
 
   /**
    * Exact counts by state and by type, and the lag. It reads every undelivered row (health
-   * probes use the bounded `OutboxRepository.pendingState` instead).
+   * probes use the bounded `OutboxLeaseStore.pendingState` instead).
    */
   async status(): Promise<OutboxStatus> {
     const [backlog, horizon] = await Promise.all([

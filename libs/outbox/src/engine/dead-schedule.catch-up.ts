@@ -1,4 +1,4 @@
-import type { OutboxRepository } from '../store/lease/outbox.repository';
+import type { OutboxLeaseStore } from '../store/lease/lease.store';
 import type { MarkFailedOptions, TypeFilterOptions } from '../store/lease/lease.types';
 import type { DeadScheduleCursor } from '../store/lease/dead-schedule.sql';
 
@@ -21,7 +21,7 @@ export interface DeadScheduleCatchUp {
  * rows, which may be due now.
  */
 export async function catchUpDeadSchedule(
-  repository: OutboxRepository,
+  repository: OutboxLeaseStore,
   options: MarkFailedOptions & TypeFilterOptions,
   running: () => boolean,
   onMoved: () => void,

@@ -1,14 +1,14 @@
 import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { ModulesContainer } from '@nestjs/core';
-import { OutboxDispatcher } from './outbox.dispatcher';
+import { OutboxEngine } from './outbox.engine';
 
 /**
- * Makes the dispatcher stop at the first shutdown hook Nest calls. The outbox module is global,
+ * Makes the engine stop at the first shutdown hook Nest calls. The outbox module is global,
  * and Nest destroys global modules last, so its own `onModuleDestroy` would come after every
  * feature module had torn down the clients its handlers use, while handlers still started.
  * Nest destroys the root module first and awaits it before any other, so a hook placed there
  * stops claiming and lets running handlers finish (within the grace) while every other module
- * is still intact. Where that is not possible the dispatcher's own hooks still stop it, later.
+ * is still intact. Where that is not possible the engine's own hooks still stop it, later.
  */
 @Injectable()
 export class OutboxShutdownHook implements OnApplicationBootstrap {
@@ -16,7 +16,7 @@ export class OutboxShutdownHook implements OnApplicationBootstrap {
 
   constructor(
     private readonly modules: ModulesContainer,
-    private readonly dispatcher: OutboxDispatcher,
+    private readonly engine: OutboxEngine,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -26,9 +26,9 @@ export class OutboxShutdownHook implements OnApplicationBootstrap {
     if (!root) return;
     try {
       root.addProvider({
-        // One per dispatcher, so two outbox modules in one app each get theirs.
+        // One per engine, so two outbox modules in one app each get theirs.
         provide: Symbol('outbox-shutdown-hook'),
-        useValue: { onModuleDestroy: () => this.dispatcher.stop() },
+        useValue: { onModuleDestroy: () => this.engine.stop() },
       });
     } catch (error) {
       this.logger.warn(

@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { SettleOutcome } from '../store/lease/lease.types';
 import type { OutboxResult } from '../store/outbox.result';
-import type { OutboxRepository } from '../store/lease/outbox.repository';
+import type { OutboxLeaseStore } from '../store/lease/lease.store';
 import { RateLimitedLog } from '../common/rate-limited-log.util';
 import { scrubError } from '../common/scrub-error.util';
 import {
@@ -85,7 +85,7 @@ export class OutboxCompleter {
   private currentFailure: SettleFailure | null = null;
 
   constructor(
-    private readonly repository: OutboxRepository,
+    private readonly repository: OutboxLeaseStore,
     private readonly options: CompleterOptions,
     private readonly hooks: CompleterHooks = {},
   ) {}

@@ -3,7 +3,7 @@ import type { OutboxCompleter } from './outbox.completer';
 import type { ClaimLease, ExecutionResult, OutboxExecutor } from './outbox.executor';
 import type { OutboxRecord } from '../store/lease/lease.types';
 import { ok, type OutboxResult } from '../store/outbox.result';
-import type { OutboxRepository } from '../store/lease/outbox.repository';
+import type { OutboxLeaseStore } from '../store/lease/lease.store';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { scrubError } from '../common/scrub-error.util';
 import { DueRange, headAfter } from './due-range';
@@ -74,7 +74,7 @@ export class OutboxProducer {
   private queueLimit: number;
 
   constructor(
-    private readonly repository: OutboxRepository,
+    private readonly repository: OutboxLeaseStore,
     private readonly executor: OutboxExecutor,
     private readonly completer: OutboxCompleter,
     private readonly options: ProducerOptions,
@@ -229,7 +229,7 @@ export class OutboxProducer {
   }
 
   /**
-   * One claim outside the loop (`OutboxDispatcher.drainOnce`), through the same free slots and
+   * One claim outside the loop (`OutboxEngine.drainOnce`), through the same free slots and
    * backpressure: every event it claims starts at once. Resolves with what it asked for and the
    * claim's result: each event's execution, or the store error.
    */

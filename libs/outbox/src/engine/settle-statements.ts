@@ -5,7 +5,7 @@ import type {
   OutboxRecord,
   SettleOutcome,
 } from '../store/lease/lease.types';
-import type { OutboxRepository } from '../store/lease/outbox.repository';
+import type { OutboxLeaseStore } from '../store/lease/lease.store';
 import type { OutboxResult } from '../store/outbox.result';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 
@@ -60,7 +60,7 @@ export function completerOptions(
 
 /** The one statement that writes `items`, settles of one kind, through the repository. */
 export function writeSettles(
-  repository: OutboxRepository,
+  repository: OutboxLeaseStore,
   options: CompleterOptions,
   kind: Settle['kind'],
   items: readonly Settle[],

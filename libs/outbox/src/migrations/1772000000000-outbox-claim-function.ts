@@ -41,7 +41,7 @@ function claimFrom(lowerBound: string): string {
  *
  * The version in the name is the function's contract: a release that changes what it does
  * adds `_v2` and leaves `_v1` to the pods of the previous release. The previous release never
- * calls it, and this release claims without it until it exists (see `OutboxRepository.claim`),
+ * calls it, and this release claims without it until it exists (see `OutboxLeaseStore.claim`),
  * so the migration may run while either runs.
  */
 export class OutboxClaimFunction1772000000000 implements MigrationInterface {

@@ -1,4 +1,4 @@
-import { OutboxDispatcher, type DrainReport } from '../engine/outbox.dispatcher';
+import { OutboxEngine, type DrainReport } from '../engine/outbox.engine';
 import { TestingStore } from '../store/testing.store';
 import { InvalidOutboxTestingOptionError, OutboxNotIdleError } from './testing.errors';
 import type { DrainTotals } from './testing.types';
@@ -39,7 +39,7 @@ export async function drainUntilIdle(
       );
     }
   }
-  const dispatcher = app.get(OutboxDispatcher, { strict: false });
+  const engine = app.get(OutboxEngine, { strict: false });
   const store = app.get(TestingStore, { strict: false });
   const deadline = Date.now() + timeoutMs;
   const totals: DrainTotals = { claims: 0, claimed: 0, delivered: 0, failed: 0, dead: 0 };
@@ -48,7 +48,7 @@ export async function drainUntilIdle(
       const due = await store.makeDue({});
       if (!due.ok) throw due.error;
     }
-    const report: DrainReport = await dispatcher.drainOnce();
+    const report: DrainReport = await engine.drainOnce();
     if (report.error) throw report.error;
     totals.claims += 1;
     totals.claimed += report.claimed;

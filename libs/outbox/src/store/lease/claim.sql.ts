@@ -27,7 +27,7 @@ import type { ClaimOptions, OutboxRecord } from './lease.types';
  * `CLAIM_LIVE`.
  *
  * The repository runs them with `synchronous_commit` off for their transaction only (see
- * `OutboxRepository.claim`).
+ * `OutboxLeaseStore.claim`).
  * Parameters: see `claimParameters`.
  */
 /**

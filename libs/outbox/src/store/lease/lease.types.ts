@@ -123,7 +123,7 @@ export interface SettleOutcome {
   retryFrom?: number | null;
 }
 
-/** Counts by state and timings of the unsettled rows; see `OutboxRepository.pendingState`. */
+/** Counts by state and timings of the unsettled rows; see `OutboxLeaseStore.pendingState`. */
 export interface PendingState {
   /** Milliseconds until the next row is due (0 when one is due now); null when nothing waits. */
   nextDueInMs: number | null;

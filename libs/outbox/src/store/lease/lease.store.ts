@@ -49,7 +49,7 @@ import {
   typeParameters,
 } from './state.sql';
 
-export type OutboxRepositoryOptions = OutboxStoreOptions;
+export type OutboxLeaseStoreOptions = OutboxStoreOptions;
 
 const DEFAULT_COUNT_LIMIT = 1000;
 
@@ -59,7 +59,7 @@ const DEFAULT_COUNT_LIMIT = 1000;
  * back, and reads when the next event is due and how many wait in each state. Database failures
  * come back as `{ ok: false, error }` with a scrubbed `OutboxStoreError`.
  */
-export class OutboxRepository {
+export class OutboxLeaseStore {
   private readonly client: StoreClient;
 
   private readonly claimFunction = new ClaimFunction(() =>
@@ -68,7 +68,7 @@ export class OutboxRepository {
     ),
   );
 
-  constructor(dataSource: DataSource, options: OutboxRepositoryOptions = {}) {
+  constructor(dataSource: DataSource, options: OutboxLeaseStoreOptions = {}) {
     this.client = new StoreClient(dataSource, options);
   }
 

@@ -20,7 +20,7 @@ import { catchUpDeadSchedule } from './dead-schedule.catch-up';
 import { OutboxExecutor, type ExecutionResult } from './outbox.executor';
 import { OutboxProducer } from './outbox.producer';
 import { DispatcherReportStore } from '../store/dispatcher-report.store';
-import { OutboxRepository } from '../store/lease/outbox.repository';
+import { OutboxLeaseStore } from '../store/lease/lease.store';
 import { dueFromPayload } from '../store/wake-payload.sql';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from '../outbox.tokens';
 import { PgListener } from './pg.listener';
@@ -76,7 +76,7 @@ export interface EngineProgress {
  */
 export const SHUTDOWN_MARGIN_MS = 1000;
 
-export type OutboxDispatcherState = 'idle' | 'running' | 'stopping' | 'stopped';
+export type OutboxEngineState = 'idle' | 'running' | 'stopping' | 'stopped';
 
 /**
  * The outbox's engine for this instance, and its lifecycle: a producer claims due events into
@@ -86,13 +86,13 @@ export type OutboxDispatcherState = 'idle' | 'running' | 'stopping' | 'stopped';
  * shutdown grace.
  */
 @Injectable()
-export class OutboxDispatcher
+export class OutboxEngine
   implements OnApplicationBootstrap, OnModuleDestroy, BeforeApplicationShutdown
 {
   private readonly logger = new Logger('Outbox');
   /** A flapping network reconnects often; the log says so without flooding. */
   private readonly reconnectLog = new RateLimitedLog((line) => this.logger.log(line), 5, 60_000);
-  private current: OutboxDispatcherState = 'idle';
+  private current: OutboxEngineState = 'idle';
   private abandonController = new AbortController();
   private listener: PgListener | undefined;
   private stopping: Promise<void> | undefined;
@@ -106,7 +106,7 @@ export class OutboxDispatcher
   constructor(
     dispatcher: EventDispatcher,
     runner: HandlerRunner,
-    private readonly repository: OutboxRepository,
+    private readonly repository: OutboxLeaseStore,
     private readonly reports: DispatcherReportStore,
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
@@ -156,7 +156,7 @@ export class OutboxDispatcher
     );
   }
 
-  get state(): OutboxDispatcherState {
+  get state(): OutboxEngineState {
     return this.current;
   }
 
