@@ -93,9 +93,21 @@ module.exports = {
       'bridge/',
       'Brokers are an add-on: the outbox works the same without them.',
     ),
+    {
+      name: 'the-outbox-needs-no-add-on',
+      comment:
+        'The root entry is the outbox itself: the bridges, the dashboard and the command are ' +
+        'add-ons on entries of their own (/bridge, /admin, the bin), loaded only by who asks.',
+      severity: 'error',
+      from: {
+        path: SRC,
+        pathNot: `${SRC}(bridge/|admin/(dashboard/|cli/|index\\.ts$))|\\.spec\\.ts$`,
+      },
+      to: { path: `${SRC}(bridge/|admin/(dashboard|cli|index\\.ts))` },
+    },
     apart(
       'no-entry-inside',
-      '(?!index\\.ts$)',
+      '(?!(index|admin/index|bridge/index|testing/index)\\.ts$)',
       'index\\.ts$',
       'The package entry is for users; inside, import the file that defines the name.',
     ),

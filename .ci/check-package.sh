@@ -60,7 +60,8 @@ const walk = (d) =>
 walk(dir);
 const problems = [];
 const needed = ['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md', 'dist/index.js', 'dist/index.d.ts', 'dist/admin/cli/main.js'];
-for (const file of [...needed, 'dist/esm/index.js', 'dist/esm/index.d.ts']) {
+const entries = ['index', 'testing/index', 'admin/index', 'bridge/index'];
+for (const file of [...needed, ...entries.flatMap((e) => [`dist/${e}.js`, `dist/esm/${e}.js`, `dist/esm/${e}.d.ts`])]) {
   if (!files.includes(file)) problems.push(`missing ${file}`);
 }
 for (const file of files) {
@@ -84,6 +85,22 @@ if [ "$PACKAGE_LINT" = 1 ]; then
   npx attw --no-color "$tarball"
   npx publint run "$tarball" --strict
 fi
+
+# Loads the package's root entry (argv[1]: require or import) and fails on any add-on module it
+# brought with it; CommonJS modules that an import loads are in the same require.cache.
+ROOT_ENTRY_CHECK='
+const how = process.argv[1];
+const { createRequire } = process.getBuiltinModule("node:module");
+const local = createRequire(process.cwd() + "/");
+(how === "import" ? import("nestjs-lease-outbox") : Promise.resolve(local("nestjs-lease-outbox"))).then(() => {
+  const loaded = Object.keys(local.cache);
+  const addOns = loaded.filter((f) =>
+    /\/nestjs-lease-outbox\/dist\/(esm\/)?(bridge|admin\/(dashboard|cli))\/|\/node_modules\/(amqplib|@nats-io\/[^/]+|commander)\//.test(f));
+  if (!loaded.some((f) => /\/nestjs-lease-outbox\/dist\/index\.js$/.test(f))) throw new Error("the root entry was not loaded");
+  if (addOns.length > 0) throw new Error(`the root entry (${how}) loaded add-ons: ${addOns.join(", ")}`);
+  console.log(`root entry (${how}): ${loaded.length} modules, no add-on`);
+});
+'
 
 database_url() {
   node -e 'const url = new URL(process.argv[1]); url.pathname = "/" + process.argv[2]; console.log(url.href)' \
@@ -112,6 +129,9 @@ consumer() {
     const nest = require("@nestjs/core/package.json");
     console.log(`installed ${pkg.name} ${pkg.version} with @nestjs/core ${nest.version}`);
   ')
+  # The root entry is the outbox alone, whether the app requires or imports it.
+  echo "--- $name: what the root entry loads"
+  (cd "$app" && node -e "$ROOT_ENTRY_CHECK" require && node --input-type=module -e "$ROOT_ENTRY_CHECK" import)
   local emit=1 pair
   for pair in "$@"; do
     echo "--- $name: tsc --module ${pair% *} --moduleResolution ${pair#* }"

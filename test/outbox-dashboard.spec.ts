@@ -5,9 +5,9 @@ import {
   InvalidOutboxDashboardOptionsError,
   OnOutboxEvent,
   OUTBOX_EVENT_REPLAYED,
-  OutboxDashboardModule,
   OutboxPublisher,
 } from '@app/outbox';
+import { OutboxDashboardModule } from '@app/outbox/admin';
 import { drainUntilIdle, outboxTestingOptions } from '@app/outbox/testing';
 import { createOutboxApp } from './support/outbox-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';

@@ -33,6 +33,8 @@ function exportsOf() {
   for (const [module, path] of [
     ['nestjs-lease-outbox', 'libs/outbox/dist/index'],
     ['nestjs-lease-outbox/testing', 'libs/outbox/dist/testing/index'],
+    ['nestjs-lease-outbox/admin', 'libs/outbox/dist/admin/index'],
+    ['nestjs-lease-outbox/bridge', 'libs/outbox/dist/bridge/index'],
   ]) {
     const values = Object.keys(require(join(root, `${path}.js`)));
     add(module, values, false);

@@ -4,9 +4,9 @@ import { connect as amqpConnect } from 'amqplib';
 import { connect as natsConnect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { OutboxEngine } from '../../libs/outbox/src';
 import {
   OutboxBridgeModule,
-  OutboxEngine,
   OutboxInboxModule,
   natsJetStream,
   natsJetStreamInbox,
@@ -15,7 +15,7 @@ import {
   relayMessage,
   type OutboxInboxTransport,
   type OutboxRelayTransport,
-} from '../../libs/outbox/src';
+} from '../../libs/outbox/src/bridge';
 import {
   startNatsServer,
   startRabbitMq,

@@ -3,12 +3,8 @@ import { DataSource } from 'typeorm';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import {
-  OutboxBridgeHealthIndicator,
-  OutboxBridgeModule,
-  OutboxPublisher,
-  natsJetStream,
-} from '@app/outbox';
+import { OutboxPublisher } from '@app/outbox';
+import { OutboxBridgeHealthIndicator, OutboxBridgeModule, natsJetStream } from '@app/outbox/bridge';
 import { createOutboxApp } from '../support/outbox-app';
 import { useTestDatabase } from '../support/test-database';
 import { startNatsServer, type BrokerServer } from '../support/broker-servers';

@@ -3,15 +3,13 @@ import { DataSource } from 'typeorm';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { OnOutboxEvent, OutboxPublisher, type OutboxEvent } from '@app/outbox';
 import {
-  OnOutboxEvent,
   OutboxBridgeHealthIndicator,
   OutboxBridgeModule,
-  OutboxPublisher,
   natsJetStream,
   type BrokerConnectionState,
-  type OutboxEvent,
-} from '@app/outbox';
+} from '@app/outbox/bridge';
 import { createOutboxApp } from '../support/outbox-app';
 import { useTestDatabase } from '../support/test-database';
 import { startNatsServer, type BrokerServer } from '../support/broker-servers';

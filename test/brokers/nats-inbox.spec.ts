@@ -5,17 +5,19 @@ import { headers, type NatsConnection } from '@nats-io/nats-core';
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import {
   OnOutboxEvent,
+  OutboxPublisher,
+  type OutboxEvent,
+  type TransactionalHandlerContext,
+} from '@app/outbox';
+import {
   OutboxBridgeModule,
   OutboxInbox,
   OutboxInboxModule,
   getOutboxInboxToken,
-  OutboxPublisher,
   RELAY_HEADERS,
   natsJetStream,
   natsJetStreamInbox,
-  type OutboxEvent,
-  type TransactionalHandlerContext,
-} from '@app/outbox';
+} from '@app/outbox/bridge';
 import { createOutboxApp } from '../support/outbox-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { startNatsServer, type BrokerServer } from '../support/broker-servers';

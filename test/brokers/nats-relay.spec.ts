@@ -3,15 +3,14 @@ import { DataSource } from 'typeorm';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { OutboxPublisher, type NewOutboxEvent } from '@app/outbox';
 import {
   OutboxBridgeHealthIndicator,
   OutboxBridgeModule,
-  OutboxPublisher,
   RELAY_HEADERS,
   natsJetStream,
-  type NewOutboxEvent,
   type OutboxRelayTransport,
-} from '@app/outbox';
+} from '@app/outbox/bridge';
 import { createOutboxApp } from '../support/outbox-app';
 import { useTestDatabase } from '../support/test-database';
 import { startNatsServer, type BrokerServer } from '../support/broker-servers';

@@ -1,15 +1,13 @@
 import { Injectable, type INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { connect as amqpConnect } from 'amqplib';
+import { OnOutboxEvent, OutboxPublisher, type OutboxEvent } from '@app/outbox';
 import {
-  OnOutboxEvent,
   OutboxBridgeHealthIndicator,
   OutboxBridgeModule,
-  OutboxPublisher,
   rabbitMq,
   type BrokerConnectionState,
-  type OutboxEvent,
-} from '@app/outbox';
+} from '@app/outbox/bridge';
 import { createOutboxApp } from '../support/outbox-app';
 import { useTestDatabase } from '../support/test-database';
 import { startRabbitMq, type BrokerServer } from '../support/broker-servers';

@@ -4,17 +4,19 @@ import { DataSource } from 'typeorm';
 import { connect as amqpConnect, type Channel, type ChannelModel } from 'amqplib';
 import {
   OnOutboxEvent,
+  OutboxPublisher,
+  type OutboxEvent,
+  type TransactionalHandlerContext,
+} from '@app/outbox';
+import {
   OutboxBridgeModule,
   OutboxInbox,
   OutboxInboxModule,
   getOutboxInboxToken,
-  OutboxPublisher,
   RELAY_HEADERS,
   rabbitMq,
   rabbitMqInbox,
-  type OutboxEvent,
-  type TransactionalHandlerContext,
-} from '@app/outbox';
+} from '@app/outbox/bridge';
 import { createOutboxApp } from '../support/outbox-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { startRabbitMq, type BrokerServer } from '../support/broker-servers';

@@ -1,14 +1,13 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { connect as amqpConnect, type Channel, type ChannelModel } from 'amqplib';
+import { OutboxPublisher, type NewOutboxEvent } from '@app/outbox';
 import {
   OutboxBridgeHealthIndicator,
   OutboxBridgeModule,
-  OutboxPublisher,
   RELAY_HEADERS,
   rabbitMq,
-  type NewOutboxEvent,
-} from '@app/outbox';
+} from '@app/outbox/bridge';
 import { createOutboxApp } from '../support/outbox-app';
 import { useTestDatabase } from '../support/test-database';
 import { startRabbitMq, type BrokerServer } from '../support/broker-servers';

@@ -3,7 +3,7 @@ import request from 'supertest';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { OutboxBridgeHealthIndicator, RELAY_HEADERS } from '@app/outbox';
+import { OutboxBridgeHealthIndicator, RELAY_HEADERS } from '@app/outbox/bridge';
 import { createReferenceApp, OPERATOR } from '../support/reference-app';
 import { useTestDatabase } from '../support/test-database';
 import { startNatsServer, type BrokerServer } from '../support/broker-servers';

@@ -7,7 +7,8 @@ import {
 import { ConfigModule, ConfigService } from '@nestjs/config';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { OutboxDashboardModule, OutboxModule, type OutboxModuleOptions } from '@app/outbox';
+import { OutboxModule, type OutboxModuleOptions } from '@app/outbox';
+import { OutboxDashboardModule } from '@app/outbox/admin';
 import { OUTBOX_MIGRATIONS, REFERENCE_APP_MIGRATIONS } from '../../../migrations';
 import { AuditModule } from './audit/audit.module';
 import { natsRelay } from './events/nats-relay';

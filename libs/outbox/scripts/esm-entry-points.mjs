@@ -10,7 +10,7 @@ import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const entries = ['index', 'testing/index'];
+const entries = ['index', 'testing/index', 'admin/index', 'bridge/index'];
 const dist = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist');
 const esm = join(dist, 'esm');
 const require = createRequire(import.meta.url);

@@ -16,8 +16,6 @@ export { EventDispatcher, type OutboxHandlerRegistration } from './handlers/even
 export type { DeliverOptions } from './handlers/handler.runner';
 export { OutboxPublisher, type EmitOptions, type EmitResultOptions } from './emit/outbox.publisher';
 export { OutboxAdmin } from './admin/outbox.admin';
-export { OutboxDashboardModule } from './admin/dashboard/dashboard.module';
-export type { OutboxDashboardOptions } from './admin/dashboard/dashboard.options';
 export type {
   DeadLetter,
   DeadLetterFilter,
@@ -152,46 +150,6 @@ export {
   OUTBOX_EVENT_REPLAYED,
   OUTBOX_TABLE,
 } from './outbox.constants';
-
-// Across services: relays to brokers and inboxes from them
-export { OutboxBridgeModule, getOutboxRelayToken } from './bridge/outbox-bridge.module';
-export type { OutboxBridgeOptions } from './bridge/outbox-bridge.options';
-export type { OutboxRelay } from './bridge/relay.handler';
-export {
-  OutboxInboxModule,
-  OutboxInbox,
-  getOutboxInboxToken,
-  type OutboxInboxOptions,
-} from './bridge/outbox-inbox.module';
-export {
-  OutboxBridgeHealthIndicator,
-  type OutboxBridgeHealthData,
-  type OutboxBridgeHealthResult,
-} from './bridge/outbox-bridge.health';
-export type {
-  BrokerConnectionState,
-  BrokerConnectionStatus,
-  InboxDelivery,
-  InboxMapper,
-  InboxMessage,
-  OutboxInboxTransport,
-  OutboxRelayMessage,
-  OutboxRelayTransport,
-} from './bridge/bridge.types';
-export type { BrokerConnectionOptions } from './bridge/transport-options';
-export { RELAY_HEADERS, relayMessage } from './bridge/relay-message';
-export { INBOX_ID_NAMESPACE, inboxEventId, relayedEvent } from './bridge/inbox-event.mapping';
-export { natsJetStream, type NatsJetStreamRelayOptions } from './bridge/nats/nats-jetstream.relay';
-export {
-  natsJetStreamInbox,
-  type NatsJetStreamInboxOptions,
-} from './bridge/nats/nats-jetstream.inbox';
-export { rabbitMq, type RabbitMqRelayOptions } from './bridge/rabbitmq/rabbitmq.relay';
-export { rabbitMqInbox, type RabbitMqInboxOptions } from './bridge/rabbitmq/rabbitmq.inbox';
-export {
-  RabbitMqPublishError,
-  type RabbitMqPublishFailure,
-} from './bridge/rabbitmq/rabbitmq-publish.error';
 
 // Renamed: the old names, deprecated (see the CHANGELOG)
 export {

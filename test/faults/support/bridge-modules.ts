@@ -6,7 +6,7 @@ import {
   natsJetStreamInbox,
   rabbitMq,
   rabbitMqInbox,
-} from '@app/outbox';
+} from '@app/outbox/bridge';
 import { FAULT_TX_EVENT } from './fault-handlers';
 import type { FaultBridgeConfig } from './ipc';
 

@@ -16,9 +16,18 @@ import {
   OutboxLivenessIndicator,
   OutboxModule,
 } from '@app/outbox';
-import { bridgeModules } from './bridge-modules';
 import { FAULT_CONFIG, FAULT_RECORDS, FaultHandlers } from './fault-handlers';
 import type { ChildConfig } from './ipc';
+
+/**
+ * Loaded only for a scenario with a broker: the previous release, which runs this worker too
+ * (mixed-versions), has no `bridge` entry to import.
+ */
+function loadBridgeModules(bridge: NonNullable<ChildConfig['bridge']>): DynamicModule[] {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { bridgeModules } = require('./bridge-modules') as typeof import('./bridge-modules');
+  return bridgeModules(bridge);
+}
 
 /** Backends of the outbox's own connections carry this name; the producer's do not. */
 export const WORKER_APPLICATION_NAME = 'faults-worker';
@@ -73,7 +82,7 @@ class FaultAppModule {
           worker ? config.outbox : { autoStart: false, listen: { enabled: false } },
         ),
         ...(config.httpPort === undefined ? [] : [TerminusModule.forRoot({ logger: false })]),
-        ...(worker ? bridgeModules(config.bridge) : []),
+        ...(worker && config.bridge ? loadBridgeModules(config.bridge) : []),
       ],
       controllers: config.httpPort === undefined ? [] : [FaultHealthController],
       // The producer registers the handlers too, never running them (its dispatcher is off):

@@ -1,5 +1,5 @@
 import type { DynamicModule } from '@nestjs/common';
-import { OutboxBridgeModule, natsJetStream } from '@app/outbox';
+import { OutboxBridgeModule, natsJetStream } from '@app/outbox/bridge';
 import type { AppConfig } from '../config/app.config';
 import { EVENT_TYPES } from './event-catalog';
 
