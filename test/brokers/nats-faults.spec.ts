@@ -113,7 +113,7 @@ it('loses nothing and stores nothing twice while the broker restarts mid-run', a
   await waitForRows(t.sql, undelivered, 0, 90_000);
   stop();
   const messages = await readStream(jsm, 'ORDERS');
-  expect(messages.map((m) => m.msgId).sort()).toEqual([...emitted].sort());
+  expect(messages.map((m) => m.id).sort()).toEqual([...emitted].sort());
   expect(states).toContain('reconnecting');
 }, 120_000);
 
@@ -142,6 +142,6 @@ it('goes on delivering to local handlers while the broker path is black-holed, a
   await waitForRows(t.sql, undelivered, 0, 60_000);
   stop();
   const messages = await readStream(jsm, 'ORDERS');
-  expect(messages.map((m) => m.msgId).sort()).toEqual([...emitted].sort());
+  expect(messages.map((m) => m.id).sort()).toEqual([...emitted].sort());
   expect(states).toContain('reconnecting');
 }, 120_000);

@@ -144,12 +144,12 @@ it('books a message the stream holds twice (a republish past its duplicate windo
     const js = jetstream(client);
     const copy = headers();
     for (const [name, value] of Object.entries(first.headers)) {
-      if (name !== 'nats-msg-id') copy.set(name, value);
+      if (name !== 'nats-msg-id') copy.set(name, value as string);
     }
     // A new Nats-Msg-Id: past the stream's window, the republish is stored again.
     await js.publish('outbox.order.placed', JSON.stringify(first.payload), {
       headers: copy,
-      msgID: `${first.msgId}-again`,
+      msgID: `${first.id}-again`,
     });
     const inbox = serviceB.get<OutboxInbox>(getOutboxInboxToken('from-orders'));
     const duplicates = inbox.receiver.counts.duplicates;
@@ -159,7 +159,7 @@ it('books a message the stream holds twice (a republish past its duplicate windo
     expect(inbox.receiver.counts.duplicates).toBe(duplicates + 1);
     await new Promise((r) => setTimeout(r, 500));
     expect((await sqlB.query<{ n: number }>(booked)).rows[0].n).toBe(before);
-    expect(first.headers[RELAY_HEADERS.id]).toBe(first.msgId);
+    expect(first.headers[RELAY_HEADERS.id]).toBe(first.id);
   } finally {
     await sqlB.end();
   }

@@ -108,20 +108,20 @@ it('relays 10,000 events into the stream once each, with their headers, each key
 
   const messages = await readStream(jsm, 'ORDERS');
   expect(messages).toHaveLength(10_000);
-  expect(new Set(messages.map((m) => m.msgId))).toEqual(new Set(emitted));
+  expect(new Set(messages.map((m) => m.id))).toEqual(new Set(emitted));
   const rows = await t.sql.query<{ id: string; occurred_at: Date }>(
     `SELECT id, occurred_at FROM outbox_event WHERE type = 'order.placed'`,
   );
   const byId = new Map(rows.rows.map((r) => [r.id, r]));
   for (const m of messages) {
-    const row = byId.get(m.msgId)!;
-    expect(m.headers[RELAY_HEADERS.id]).toBe(m.msgId);
+    const row = byId.get(m.id!)!;
+    expect(m.headers[RELAY_HEADERS.id]).toBe(m.id);
     expect(m.headers[RELAY_HEADERS.type]).toBe('order.placed');
     expect(m.headers[RELAY_HEADERS.aggregateType]).toBe('order');
     expect(m.headers[RELAY_HEADERS.orderingKey]).toBe(`order:${m.payload.key}`);
     expect(m.headers[RELAY_HEADERS.correlationId]).toBe(`corr-${m.payload.key}`);
     expect(m.headers[RELAY_HEADERS.occurredAt]).toBe(row.occurred_at.toISOString());
-    expect(m.subject).toBe('outbox.order.placed');
+    expect(m.destination).toBe('outbox.order.placed');
   }
   // Per key, the stream holds the events in the order their transactions committed; within a
   // producer's key, that is the order of `n`.

@@ -103,7 +103,7 @@ async function emit(from: number, count: number): Promise<string[]> {
 async function readQueue(): Promise<Array<string | undefined>> {
   const connection = await amqpConnect(rabbit.url);
   try {
-    return (await drainQueue(connection, 'orders.all')).map((m) => m.messageId);
+    return (await drainQueue(connection, 'orders.all')).map((m) => m.id);
   } finally {
     await connection.close().catch(() => undefined);
   }

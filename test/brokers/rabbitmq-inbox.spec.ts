@@ -285,8 +285,8 @@ it('rejects a message that is not JSON to the dead-letter exchange with the reas
   );
   expect(body.length).toBe(26);
   expect(dead.headers[RELAY_HEADERS.type]).toBe('order.placed');
-  expect(dead.messageId).toBe(id);
-  expect(dead.routingKey).toBe('order.placed');
+  expect(dead.id).toBe(id);
+  expect(dead.destination).toBe('order.placed');
   expect(dead.body).toBe(body.toString());
   const sqlB = await dbB.connect();
   try {

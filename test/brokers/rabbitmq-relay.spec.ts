@@ -12,7 +12,8 @@ import {
 import { createOutboxApp } from '../support/outbox-app';
 import { useTestDatabase } from '../support/test-database';
 import { startRabbitMq, type BrokerServer } from '../support/broker-servers';
-import { drainQueue, type QueueMessage } from './support/rabbitmq';
+import type { BrokerMessage } from './support/broker-message';
+import { drainQueue } from './support/rabbitmq';
 import { waitForRows } from './support/wait';
 
 /**
@@ -125,7 +126,7 @@ function expectSameIds(ids: Array<string | undefined>, emitted: string[]): void 
 }
 
 /** Per key (payload.key), n only grows: the order of the commits of one producer's key. */
-function expectKeyOrder(messages: QueueMessage[]): void {
+function expectKeyOrder(messages: BrokerMessage[]): void {
   const seen = new Map<number, number>();
   for (const m of messages) {
     const last = seen.get(m.payload.key) ?? -1;
@@ -155,7 +156,7 @@ it('relays 10,000 events into the queue once each, with their properties and hea
 
   const messages = await drainQueue(connection, 'orders.all');
   expectSameIds(
-    messages.map((m) => m.messageId),
+    messages.map((m) => m.id),
     emitted,
   );
   const rows = await t.sql.query<{ id: string; ordering_key: string; occurred_at: Date }>(
@@ -163,14 +164,14 @@ it('relays 10,000 events into the queue once each, with their properties and hea
   );
   const byId = new Map(rows.rows.map((r) => [r.id, r]));
   for (const m of messages) {
-    const row = byId.get(m.messageId!)!;
-    expect(m.properties.deliveryMode).toBe(2);
-    expect(m.properties.contentType).toBe('application/json');
-    expect(m.properties.type).toBe('order.placed');
-    expect(m.properties.timestamp).toBe(Math.floor(row.occurred_at.getTime() / 1000));
-    expect(m.routingKey).toBe('order.placed');
+    const row = byId.get(m.id!)!;
+    expect(m.properties!.deliveryMode).toBe(2);
+    expect(m.properties!.contentType).toBe('application/json');
+    expect(m.properties!.type).toBe('order.placed');
+    expect(m.properties!.timestamp).toBe(Math.floor(row.occurred_at.getTime() / 1000));
+    expect(m.destination).toBe('order.placed');
     expect(m.headers).toEqual({
-      [RELAY_HEADERS.id]: m.messageId,
+      [RELAY_HEADERS.id]: m.id,
       [RELAY_HEADERS.type]: 'order.placed',
       [RELAY_HEADERS.aggregateType]: 'order',
       [RELAY_HEADERS.aggregateId]: String(m.payload.key),
@@ -233,12 +234,12 @@ it('routes by ordering key through a consistent-hash exchange: each key in one q
     60_000,
   );
   const queueOfKey = new Map<string, string>();
-  const all: QueueMessage[] = [];
+  const all: BrokerMessage[] = [];
   for (const queue of HASH_QUEUES) {
     const messages = await drainQueue(connection, queue);
     for (const m of messages) {
       const key = m.headers[RELAY_HEADERS.orderingKey] as string;
-      expect(m.routingKey).toBe(key);
+      expect(m.destination).toBe(key);
       expect(queueOfKey.get(key) ?? queue).toBe(queue);
       queueOfKey.set(key, queue);
     }
@@ -246,7 +247,7 @@ it('routes by ordering key through a consistent-hash exchange: each key in one q
     all.push(...messages);
   }
   expectSameIds(
-    all.map((m) => m.messageId),
+    all.map((m) => m.id),
     emitted,
   );
   // 34 keys spread over the 4 queues: the hash did spread them.
