@@ -3,7 +3,7 @@
 # newest): the packed tarball installed, compiled and run in a Nest 11 CommonJS app and a Nest 12
 # ES module app (loading, require(esm), no EBADENGINE), then the suites of the boot and discovery,
 # the engine and its shutdown, the LISTEN connection and TLS, the CLI, transactional handlers
-# (async context), and the broker clients' connect and give-up paths.
+# (async context), and the broker clients' connect, give-up and relay paths.
 #
 #   DATABASE_URL=... .ci/check-node-line.sh 22.15.0
 set -euo pipefail
@@ -23,12 +23,14 @@ SUITES=(
   test/outbox-transactional-handlers.spec.ts
   test/cli.spec.ts
 )
-# The NATS client's connect and give-up paths and a relay through it; amqplib's publish, confirm,
-# return and health paths (10,000 events).
+# The NATS client's connect and give-up paths; the relay suite on both transports (10,000 events
+# each through the NATS client and amqplib: publish, ack or confirm, unroutable, health); the
+# reference app's relay; RabbitMQ's consistent-hash routing.
 BROKER_SUITES=(
   test/brokers/nats-boot.spec.ts
+  test/brokers/relay.spec.ts
   test/brokers/reference-relay.spec.ts
-  test/brokers/rabbitmq-relay.spec.ts
+  test/brokers/rabbitmq-consistent-hash.spec.ts
 )
 
 bin=$(.ci/fetch-node.sh "$line")

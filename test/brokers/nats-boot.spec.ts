@@ -90,7 +90,7 @@ it('boots without the broker, retries its deliveries, and delivers once the brok
     1,
     20_000,
   );
-  expect((await readStream(await jetstreamManager(client), 'ORDERS')).map((m) => m.msgId)).toEqual([
+  expect((await readStream(await jetstreamManager(client), 'ORDERS')).map((m) => m.id)).toEqual([
     id,
   ]);
   await client.close();

@@ -43,7 +43,7 @@ it('relays an organization.created event to saas.organization.created', async ()
     await new Promise((r) => setTimeout(r, 100));
     messages = await readStream(jsm, 'SAAS');
   }
-  expect(messages.map((m) => [m.subject, m.msgId])).toEqual([
+  expect(messages.map((m) => [m.destination, m.id])).toEqual([
     ['saas.organization.created', eventId],
   ]);
   expect(messages[0].headers[RELAY_HEADERS.organizationId]).toBe((res.body as { id: string }).id);

@@ -1,19 +1,24 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
+import { payloadOf, type BrokerMessage } from './broker-message';
 
-export interface StreamMessage {
+/** A message of a stream, with its place there. */
+export interface StreamMessage extends BrokerMessage {
   seq: number;
-  subject: string;
-  msgId: string;
-  headers: Record<string, string>;
-  payload: { key: number; n: number } & Record<string, unknown>;
 }
 
-/** Every message of a stream, in stream order, read through the stream's direct get. */
-export async function readStream(jsm: JetStreamManager, stream: string): Promise<StreamMessage[]> {
+/**
+ * The messages of a stream from sequence `fromSeq` on (all of them by default), in stream order,
+ * read through the stream's message get.
+ */
+export async function readStream(
+  jsm: JetStreamManager,
+  stream: string,
+  fromSeq = 1,
+): Promise<StreamMessage[]> {
   const info = await jsm.streams.info(stream);
   const out: StreamMessage[] = [];
   for (
-    let seq = info.state.first_seq;
+    let seq = Math.max(fromSeq, info.state.first_seq);
     seq <= info.state.last_seq && info.state.messages > 0;
     seq++
   ) {
@@ -21,21 +26,11 @@ export async function readStream(jsm: JetStreamManager, stream: string): Promise
     if (!m) continue;
     const headers: Record<string, string> = {};
     for (const key of m.header?.keys() ?? []) headers[key.toLowerCase()] = m.header.get(key);
-    out.push({
-      seq,
-      subject: m.subject,
-      msgId: headers['nats-msg-id'],
-      headers,
-      payload: parsed(m.string()),
-    });
+    const id = headers['nats-msg-id'] as string | undefined;
+    // Nats-Msg-Id is the message's id here; the Nats-* headers are the server's, not the sender's.
+    for (const key of Object.keys(headers)) if (key.startsWith('nats-')) delete headers[key];
+    const body = m.string();
+    out.push({ seq, id, destination: m.subject, headers, body, payload: payloadOf(body) });
   }
   return out;
-}
-
-function parsed(text: string): StreamMessage['payload'] {
-  try {
-    return JSON.parse(text) as StreamMessage['payload'];
-  } catch {
-    return { key: -1, n: -1, text };
-  }
 }

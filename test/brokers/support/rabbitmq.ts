@@ -1,13 +1,5 @@
-import type { Channel, ChannelModel, ConsumeMessage, MessageProperties } from 'amqplib';
-
-export interface QueueMessage {
-  routingKey: string;
-  messageId: string | undefined;
-  properties: MessageProperties;
-  headers: Record<string, unknown>;
-  body: string;
-  payload: { key: number; n: number } & Record<string, unknown>;
-}
+import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
+import { payloadOf, type BrokerMessage } from './broker-message';
 
 /**
  * Takes every message the queue holds now, in queue order, through a consumer on a channel of
@@ -18,11 +10,11 @@ export async function drainQueue(
   connection: ChannelModel,
   queue: string,
   timeoutMs = 30_000,
-): Promise<QueueMessage[]> {
+): Promise<BrokerMessage[]> {
   const channel = await connection.createChannel();
   try {
     const { messageCount } = await channel.checkQueue(queue);
-    const out: QueueMessage[] = [];
+    const out: BrokerMessage[] = [];
     if (messageCount === 0) return out;
     await channel.prefetch(1000);
     let consumerTag: string | undefined;
@@ -35,7 +27,7 @@ export async function drainQueue(
         .consume(queue, (msg: ConsumeMessage | null) => {
           if (msg === null) return reject(new Error(`consumer of "${queue}" cancelled`));
           channel.ack(msg);
-          out.push(queueMessage(msg));
+          out.push(brokerMessage(msg));
           if (out.length === messageCount) {
             clearTimeout(timer);
             resolve();
@@ -50,15 +42,15 @@ export async function drainQueue(
   }
 }
 
-function queueMessage(msg: ConsumeMessage): QueueMessage {
+function brokerMessage(msg: ConsumeMessage): BrokerMessage {
   const body = msg.content.toString('utf8');
   return {
-    routingKey: msg.fields.routingKey,
-    messageId: msg.properties.messageId as string | undefined,
-    properties: msg.properties,
+    id: msg.properties.messageId as string | undefined,
+    destination: msg.fields.routingKey,
     headers: msg.properties.headers ?? {},
     body,
-    payload: parsed(body),
+    payload: payloadOf(body),
+    properties: msg.properties,
   };
 }
 
@@ -82,12 +74,4 @@ export async function waitForDepth(
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   throw new Error(`waited ${timeoutMs} ms for ${expected} messages in "${queue}", last ${last}`);
-}
-
-function parsed(text: string): QueueMessage['payload'] {
-  try {
-    return JSON.parse(text) as QueueMessage['payload'];
-  } catch {
-    return { key: -1, n: -1, text };
-  }
 }

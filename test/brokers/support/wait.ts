@@ -16,3 +16,18 @@ export async function waitForRows(
   }
   throw new Error(`waited ${timeoutMs} ms for ${expected}, last read ${last}: ${query}`);
 }
+
+/**
+ * Polls `condition` until it holds or `timeoutMs` passes, and returns either way: the assertion
+ * after it says what was wrong, rather than a timeout.
+ */
+export async function pollUntil(
+  condition: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+  intervalMs = 100,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition()) && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
