@@ -1,4 +1,4 @@
-import { NEVER_DUE } from '../outbox-row.sql';
+import { STATE_COUNTS } from '../outbox-row.sql';
 import type { DispatcherReport } from '../dispatcher-report.store';
 import { toDueInMs, toWaitMs } from '../store.client';
 import type { MinuteCount, TypeBacklog } from './dead-letter.types';
@@ -6,27 +6,12 @@ import type { MinuteCount, TypeBacklog } from './dead-letter.types';
 /**
  * Undelivered events by type and state, for an operator's status (whose totals are their sums):
  * it reads every undelivered row once, so its cost grows with the backlog (the statement timeout
- * bounds it). States as in EXACT_STATE; `oldest_due_wait_ms` is the type's lag,
+ * bounds it). States as in STATE_COUNTS; `oldest_due_wait_ms` is the type's lag,
  * `next_due_in_ms` when its next row (live or dead) is due.
  */
 export const BACKLOG_BY_TYPE = `
-  SELECT type,
-    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
-                       AND next_attempt_at <= now())::int AS due,
-    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
-                       AND next_attempt_at > now()
-                       AND next_attempt_at < ${NEVER_DUE})::int AS retrying,
-    count(*) FILTER (WHERE dead_at IS NULL AND next_attempt_at >= ${NEVER_DUE})::int AS parked,
-    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at > now())::int AS in_flight,
-    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at <= now())::int AS expired_leases,
-    count(*) FILTER (WHERE dead_at IS NOT NULL AND discarded_at IS NULL)::int AS dead,
-    count(*) FILTER (WHERE discarded_at IS NOT NULL)::int AS discarded,
-    (extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE dead_at IS NULL
-                                                              AND next_attempt_at <= now()))
-     * 1000)::float8 AS oldest_due_wait_ms,
-    (extract(epoch FROM min(next_attempt_at) FILTER (WHERE discarded_at IS NULL
-                                                      AND next_attempt_at < ${NEVER_DUE})
-                        - now()) * 1000)::float8 AS next_due_in_ms
+  SELECT type,${STATE_COUNTS},
+    count(*) FILTER (WHERE discarded_at IS NOT NULL)::int AS discarded
   FROM outbox_event
   WHERE dispatched_at IS NULL
   GROUP BY type

@@ -1,5 +1,5 @@
 import { HORIZON_COLUMNS, toHorizon, type HorizonRow } from '../horizon.sql';
-import { NEVER_DUE } from '../outbox-row.sql';
+import { NEVER_DUE, STATE_COUNTS } from '../outbox-row.sql';
 import { blockedKeyCount, orderedRetryWaitMs } from '../ordering.sql';
 import { toDueInMs, toWaitMs, typeFilter } from '../store.client';
 import type {
@@ -172,22 +172,7 @@ export const PENDING_STATE = `
  * grows with the backlog. $1 types (text[] or null).
  */
 export const EXACT_STATE = `
-  SELECT
-    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
-                       AND next_attempt_at <= now())::int AS due,
-    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
-                       AND next_attempt_at > now()
-                       AND next_attempt_at < ${NEVER_DUE})::int AS retrying,
-    count(*) FILTER (WHERE dead_at IS NULL AND next_attempt_at >= ${NEVER_DUE})::int AS parked,
-    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at > now())::int AS in_flight,
-    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at <= now())::int AS expired_leases,
-    count(*) FILTER (WHERE dead_at IS NOT NULL)::int AS dead,
-    (extract(epoch FROM min(next_attempt_at) FILTER (WHERE next_attempt_at < ${NEVER_DUE}) - now())
-     * 1000)::float8 AS next_due_in_ms,
-    CASE WHEN min(next_attempt_at) FILTER (WHERE dead_at IS NULL) <= now()
-      THEN (extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE dead_at IS NULL))
-            * 1000)::float8
-    END AS oldest_due_wait_ms,
+  SELECT${STATE_COUNTS},
     ${blockedKeyCount(null, '$1::text[]')} AS blocked_keys,
     ${orderedRetryWaitMs('$1::text[]')} AS ordered_wait_ms,${HORIZON_COLUMNS}
   FROM outbox_event
