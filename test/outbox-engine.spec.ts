@@ -385,6 +385,7 @@ describe('OutboxModule delivery engine', () => {
     gate.resolve();
     await eventually('the settle is given up', () => (dispatcher.settleFailure?.lost ?? 0) >= 1);
     expect(dispatcher.settleFailure!.message).toContain('lock timeout');
+    expect(dispatcher.progress.claiming).toBe('paused');
 
     const [second] = await emit(app, ['s-2']);
     await throughClaimChances(dispatcher, async () => {
@@ -409,5 +410,6 @@ describe('OutboxModule delivery engine', () => {
     expect(await row(second)).toMatchObject({ attempts: 1 });
     await eventually('the settle failure is cleared', () => dispatcher.settleFailure === null);
     expect((await health.isHealthy()).outbox).toMatchObject({ status: 'up' });
+    expect(dispatcher.progress.claiming).toBe('running');
   });
 });

@@ -50,6 +50,7 @@ export {
   type OutboxSlots,
 } from './engine/outbox.engine';
 export type { SettleFailure } from './engine/outbox.completer';
+export type { ProducerMode } from './engine/producer.types';
 
 export {
   OutboxHealthIndicator,

@@ -19,6 +19,7 @@ import { completerOptions, type CompleterOptions } from './settle-statements';
 import { catchUpDeadSchedule } from './dead-schedule.catch-up';
 import { OutboxExecutor, type ExecutionResult } from './outbox.executor';
 import { OutboxProducer } from './outbox.producer';
+import type { ProducerMode } from './producer.types';
 import { DispatcherReportStore } from '../store/dispatcher-report.store';
 import { OutboxLeaseStore } from '../store/lease/lease.store';
 import { dueFromPayload } from '../store/wake-payload.sql';
@@ -67,6 +68,8 @@ export interface EngineProgress {
   oldestClaimSentAt: number | null;
   /** Since when every slot has been held by a handler past its budget. */
   allSlotsOverdueSince: number | null;
+  /** Whether the loop claims now, and if not why: see `ProducerMode`. */
+  claiming: ProducerMode;
 }
 
 /**
@@ -199,6 +202,7 @@ export class OutboxEngine
     return {
       oldestClaimSentAt: this.producer.oldestClaimSentAt,
       allSlotsOverdueSince: allOverdue ? this.executor.lastOverdueAt : null,
+      claiming: this.producer.mode,
     };
   }
 

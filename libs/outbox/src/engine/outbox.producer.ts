@@ -4,27 +4,13 @@ import type { ClaimLease, ExecutionResult, OutboxExecutor } from './outbox.execu
 import type { OutboxRecord } from '../store/lease/lease.types';
 import { ok, type OutboxResult } from '../store/outbox.result';
 import type { OutboxLeaseStore } from '../store/lease/lease.store';
-import type { ResolvedOutboxOptions } from '../outbox.options';
 import { scrubError } from '../common/scrub-error.util';
 import { DueRange, headAfter } from './due-range';
 import { LocalQueue, type QueuedEvent } from './local-queue';
 import { DeadLook } from './dead-look';
 import { ClaimsInFlight } from './claims-in-flight';
-
-type ProducerOptions = Pick<
-  ResolvedOutboxOptions,
-  | 'concurrency'
-  | 'batchSize'
-  | 'leaseMs'
-  | 'types'
-  | 'pollIntervalMs'
-  | 'idleFloorMs'
-  | 'failedDrainRetryMs'
-  | 'localQueue'
-> & {
-  /** Read at each claim: the ordered handlers whose dead events do not hold their key. */
-  skipDead?: () => readonly string[] | undefined;
-};
+import type { ProducerMode, ProducerOptions } from './producer.types';
+import { WakeTimer } from './wake-timer';
 
 /**
  * The first step of the flow (claim → execute → complete). It owns `concurrency` slots and a
@@ -37,8 +23,8 @@ type ProducerOptions = Pick<
  * earliest due time planned from one index probe arrives, when a failed event's retry falls due,
  * and for as long as claims come back full. Claims start at the head of the due range rather
  * than at the start of its index (see `DueRange`), and look for due dead rows only when some may
- * be due (see `DeadLook`). Claiming pauses after a failed claim and while settles are being given
- * up, and it stops while settles back up, so claimed work never outruns what can be recorded.
+ * be due (see `DeadLook`). Its modes (stopped, running, paused, held back: `ProducerMode`) say
+ * when it claims.
  */
 export class OutboxProducer {
   private readonly logger = new Logger('Outbox');
@@ -51,8 +37,7 @@ export class OutboxProducer {
   /** Bumped by every wake: a claim that started before a wake does not answer it. */
   private wakes = 0;
   private answeredWakes = -1;
-  private timer: NodeJS.Timeout | undefined;
-  private timerAt = Infinity;
+  private readonly planned = new WakeTimer();
   private poll: NodeJS.Timeout | undefined;
   private pausedUntil = 0;
   private abandon: AbortSignal | undefined;
@@ -85,6 +70,18 @@ export class OutboxProducer {
     this.queueLimit = options.localQueue.size;
   }
 
+  /** What it does now: see `ProducerMode`. */
+  get mode(): ProducerMode {
+    if (!this.running) return 'stopped';
+    if (Date.now() < this.pausedUntil) return 'paused';
+    return this.settlesBackedUp ? 'held-back' : 'running';
+  }
+
+  /** Unwritten settles reach two claims' worth: claiming more would outrun them. */
+  private get settlesBackedUp(): boolean {
+    return this.completer.pending >= this.maxUnsettled;
+  }
+
   /** When the last claim came back without a store failure. */
   get lastClaimAt(): Date | null {
     return this.lastClaim;
@@ -102,8 +99,7 @@ export class OutboxProducer {
     this.dueRange.reset();
     this.deadLook.maybeDue();
     clearInterval(this.poll);
-    // The poll also names no due time: it scans the whole range, so nothing is ever stranded
-    // behind the bound.
+    // The poll names no due time: it scans the whole range, so nothing stays behind the bound.
     this.poll = setInterval(() => this.wake(), this.options.pollIntervalMs);
     this.wake();
   }
@@ -115,8 +111,7 @@ export class OutboxProducer {
   stop(): void {
     this.running = false;
     clearInterval(this.poll);
-    clearTimeout(this.timer);
-    this.timerAt = Infinity;
+    this.planned.clear();
     for (const event of this.queue.drain()) this.giveBack(event);
   }
 
@@ -163,24 +158,16 @@ export class OutboxProducer {
   /** Work falls due in `delayMs` (a failed event's retry): wake then. */
   wakeIn(delayMs: number): void {
     if (!this.running) return;
-    const at = Date.now() + Math.max(this.options.idleFloorMs, delayMs);
-    if (at >= this.timerAt) return;
-    clearTimeout(this.timer);
-    this.timerAt = at;
-    this.timer = setTimeout(
-      () => {
-        this.timerAt = Infinity;
-        // A planned wake: what falls due then lies ahead of the bound, which stays. It may be a
-        // dead row's replay (the probe looks at both kinds).
-        this.deadLook.maybeDue();
-        this.wakes++;
-        this.pump();
-      },
-      Math.max(0, at - Date.now()),
-    );
+    this.planned.plan(Date.now() + Math.max(this.options.idleFloorMs, delayMs), () => {
+      // A planned wake: what falls due then lies ahead of the bound, which stays. It may be a
+      // dead row's replay (the probe looks at both kinds).
+      this.deadLook.maybeDue();
+      this.wakes++;
+      this.pump();
+    });
   }
 
-  /** Settles could not be written: claim nothing for a while (the failure is on health). */
+  /** Settles could not be written, or a claim failed: paused for a while (health says why). */
   pause(): void {
     this.pausedUntil = Date.now() + this.options.failedDrainRetryMs;
     this.wakeIn(this.options.failedDrainRetryMs);
@@ -206,7 +193,7 @@ export class OutboxProducer {
    * so claimed work never outruns what can be recorded.
    */
   freeSlots(): number {
-    if (this.completer.pending >= this.maxUnsettled) return 0;
+    if (this.settlesBackedUp) return 0;
     const free = this.options.concurrency - this.executor.active - this.reserved;
     return Math.max(0, Math.min(free, this.options.batchSize));
   }
@@ -217,7 +204,6 @@ export class OutboxProducer {
    * of it has room, so refills travel in batches; an empty queue takes any room at once.
    */
   private wanted(): number {
-    if (this.completer.pending >= this.maxUnsettled) return 0;
     const { concurrency, batchSize } = this.options;
     const room =
       concurrency + this.queueLimit - this.executor.active - this.queue.length - this.reserved;
@@ -245,11 +231,13 @@ export class OutboxProducer {
   }
 
   private claimIfUseful(): void {
-    if (!this.running || this.claims.full) return;
-    if (this.answeredWakes === this.wakes) return;
-    if (Date.now() < this.pausedUntil) return this.wakeIn(this.pausedUntil - Date.now());
+    const mode = this.mode;
+    // Held back: the next settle written pumps again.
+    if (mode === 'stopped' || mode === 'held-back') return;
+    if (this.claims.full || this.answeredWakes === this.wakes) return;
+    if (mode === 'paused') return this.wakeIn(this.pausedUntil - Date.now());
     const limit = this.wanted();
-    // A slot's end or a settle's calls pump again.
+    // A slot's end pumps again.
     if (limit === 0) return;
     const wakesBefore = this.wakes;
     const claim: Promise<void> = this.claim(limit)
@@ -258,8 +246,7 @@ export class OutboxProducer {
           if (!result.ok) {
             const { message, code } = result.error;
             this.logger.warn(code ? `${message} (SQLSTATE ${code})` : message);
-            this.pausedUntil = Date.now() + this.options.failedDrainRetryMs;
-            return this.wakeIn(this.options.failedDrainRetryMs);
+            return this.pause();
           }
           const { records, lease } = result.value;
           for (const record of records) {
@@ -277,8 +264,7 @@ export class OutboxProducer {
         },
         (err: unknown) => {
           this.logger.error(`Outbox claim crashed: ${scrubError(err)}`);
-          this.pausedUntil = Date.now() + this.options.failedDrainRetryMs;
-          this.wakeIn(this.options.failedDrainRetryMs);
+          this.pause();
         },
       )
       .finally(() => {

@@ -1,0 +1,33 @@
+import type { ResolvedOutboxOptions } from '../outbox.options';
+
+/**
+ * What the producer does now, read from its state at each look for work (`OutboxProducer.mode`):
+ *
+ * | mode        | claims                           | from                                   | until                       |
+ * | ----------- | -------------------------------- | -------------------------------------- | --------------------------- |
+ * | `stopped`   | none; a claim out gives rows back | it is built, or `stop()` (shutdown)    | `start()`                   |
+ * | `running`   | when work may be due and room is | `start()`, a pause's end, settles drain | another mode                |
+ * | `paused`    | none; a wake is set for its end  | a claim failed, or settles given up    | `failedDrainRetryMs` later  |
+ * | `held-back` | none                             | unwritten settles reach two claims     | a settle is written (pumps) |
+ *
+ * Held back keeps claimed work from outrunning what can be recorded; paused keeps a failing
+ * database from being asked again at once. Neither loses a wake: one that comes meanwhile is
+ * answered by the first claim after.
+ */
+export type ProducerMode = 'stopped' | 'running' | 'paused' | 'held-back';
+
+/** What the producer reads of the module's options. */
+export type ProducerOptions = Pick<
+  ResolvedOutboxOptions,
+  | 'concurrency'
+  | 'batchSize'
+  | 'leaseMs'
+  | 'types'
+  | 'pollIntervalMs'
+  | 'idleFloorMs'
+  | 'failedDrainRetryMs'
+  | 'localQueue'
+> & {
+  /** Read at each claim: the ordered handlers whose dead events do not hold their key. */
+  skipDead?: () => readonly string[] | undefined;
+};
