@@ -88,8 +88,15 @@ module.exports = {
       'A relay is a named handler and an inbox an emitter: neither reaches below the public parts.',
     ),
     apart(
+      'ordering-is-a-seam',
+      'ordering/',
+      '(engine|handlers|emit|admin|testing|telemetry|bridge)/|outbox\\.(module|health|liveness)\\.ts',
+      'Per-key ordering: SQL fragments the statements take and the chains the executor asks; it ' +
+        'calls none of them.',
+    ),
+    apart(
       'nothing-needs-the-bridge',
-      '(engine|handlers|emit|store|admin|testing|telemetry|common)/',
+      '(engine|handlers|emit|store|admin|testing|telemetry|common|ordering)/',
       'bridge/',
       'Brokers are an add-on: the outbox works the same without them.',
     ),

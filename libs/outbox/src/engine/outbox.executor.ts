@@ -7,15 +7,8 @@ import type { Settle, SettleResult } from './settle-statements';
 import type { OutboxRecord } from '../store/lease/lease.types';
 import type { OutboxEvent } from '../outbox-event.types';
 import { LEASE_SETTLE_HEADROOM_MS } from '../outbox.options';
-import { ALL, heldAfter, KeyChains, leftUndone, type Blocked } from './key-chains';
+import { KeyOrdering, type InChain } from '../ordering/key-ordering';
 import { handlerAttempts, handlersToRun, planSettle } from './settle-plan';
-
-/** What an event that follows no other one in its claim inherits: nothing undone. */
-const NOTHING_BEFORE: Blocked = new Set<string>();
-
-function orderedOf(handlers: readonly RegisteredHandler[]): string[] {
-  return handlers.filter((h) => h.policy.ordered).map((h) => h.name);
-}
 
 /** A claim's lease as the local clock sees it, read once at the claim. */
 export interface ClaimLease {
@@ -39,7 +32,8 @@ export class OutboxExecutor {
   private busy = 0;
   /** Each overdue event's run, and since when (`performance.now()`) it has been overdue. */
   private readonly late = new Map<object, number>();
-  private readonly chains = new KeyChains();
+  /** Per-key ordering within a claim: the one seam the executor has with it. */
+  private readonly keys = new KeyOrdering();
   private readonly idleWaiters = new Set<() => void>();
 
   constructor(
@@ -90,39 +84,37 @@ export class OutboxExecutor {
   start(record: OutboxRecord, lease: ClaimLease, abandon?: AbortSignal): Promise<ExecutionResult> {
     const handlers = this.registry.handlersOf(record.type);
     if (handlers.length === 0) this.runner.reportUnhandled(record.type);
-    const before = this.chains.before(record);
-    if (!before) return this.run(record, handlers, lease, abandon, NOTHING_BEFORE);
+    const event = this.keys.before(record, handlers);
+    if (!(event instanceof Promise)) return this.run(event, handlers, lease, abandon);
     this.busy++;
-    return before.then((blocked) => {
+    return event.then((chained) => {
       this.busy--;
-      const held = heldAfter(record, orderedOf(handlers), blocked);
-      const chained = held === record.held ? record : { ...record, held };
-      return this.run(chained, handlers, lease, abandon, blocked);
+      return this.run(chained, handlers, lease, abandon);
     });
   }
 
   /** Whether the event may start now: the one before it in its chain, if any, has settled. */
   ready(record: OutboxRecord): boolean {
-    return this.chains.ready(record);
+    return this.keys.ready(record);
   }
 
-  /** A claim's records, before any starts: the chains of their keys (see `KeyChains`). */
+  /** A claim's records, before any starts: the chains of their keys (see `KeyOrdering`). */
   expectChains(records: readonly OutboxRecord[]): void {
-    this.chains.expect(records);
+    this.keys.expect(records);
   }
 
   /** The event goes back unstarted: the one after it in its chain must not run what it holds. */
   givenBack(record: OutboxRecord): void {
-    this.chains.giveBack(record);
+    this.keys.givenBack(record);
   }
 
   private run(
-    record: OutboxRecord,
+    event: InChain,
     handlers: readonly RegisteredHandler[],
     lease: ClaimLease,
     abandon: AbortSignal | undefined,
-    before: Blocked,
   ): Promise<ExecutionResult> {
+    const { record } = event;
     this.busy++;
     const run = this.runner.start(toEvent(record), handlersToRun(record, handlers), {
       attempt: record.attempts,
@@ -147,39 +139,22 @@ export class OutboxExecutor {
         abandon?.aborted &&
         outcomes.some((o) => !o.ok && !o.timedOut && o.error === abandon.reason)
       ) {
-        this.chains.end(record, ALL);
+        this.keys.abandoned(record);
         return 'abandoned' as const;
       }
       const settle = planSettle(record, handlers, outcomes, Date.now() - lease.sentAt);
-      const followed = this.chains.followed(record);
+      const followed = this.keys.followed(record);
       return this.completer.complete(settle, lease.deadline, followed).then((result) => {
-        if (followed) this.endLink(record, handlers, settle, result, before);
+        if (followed) {
+          const written = result === 'settled' || result === 'dead';
+          const succeeded = settle.kind === 'release' ? [] : settle.settle.handlers;
+          this.keys.settled(event, handlers, written, succeeded);
+          // The event after it in its chain may start now.
+          this.onSlotFree();
+        }
         return { settle, result };
       });
     });
-  }
-
-  /** What the event leaves undone for the one after it in its chain, which may now start. */
-  private endLink(
-    record: OutboxRecord,
-    handlers: readonly RegisteredHandler[],
-    settle: Settle,
-    result: SettleResult,
-    before: Blocked,
-  ): void {
-    const written = result === 'settled' || result === 'dead';
-    const succeeded = new Set(settle.kind === 'release' ? [] : settle.settle.handlers);
-    this.chains.end(
-      record,
-      written
-        ? leftUndone(
-            orderedOf(handlers),
-            (name) => succeeded.has(name) || Object.hasOwn(record.deliveries, name),
-            before,
-          )
-        : ALL,
-    );
-    this.onSlotFree();
   }
 
   /** Resolves once no event holds a slot. */

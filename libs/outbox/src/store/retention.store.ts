@@ -1,7 +1,12 @@
 import type { DataSource } from 'typeorm';
 import { ok, type OutboxResult } from './outbox.result';
 import { StoreClient, type OutboxStoreOptions } from './store.client';
-import { FORGET_DONE_KEYS, FORGET_IDLE_WAITS, RECOUNT_WAITS, WAKE_STRANDED } from './ordering.sql';
+import {
+  FORGET_DONE_KEYS,
+  FORGET_IDLE_WAITS,
+  RECOUNT_WAITS,
+  WAKE_STRANDED,
+} from '../ordering/ordering.sql';
 
 /** One batch of `WAKE_STRANDED`. */
 interface StrandedBatch {

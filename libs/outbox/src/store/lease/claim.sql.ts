@@ -2,6 +2,7 @@ import type { HandlerFailure } from '../outbox-event.entity';
 import { orderingKeyOf, type EventRow } from '../event-row.mapping';
 import { typeFilter } from '../store.client';
 import type { ClaimOptions, OutboxRecord } from './lease.types';
+import { heldBehindEarlier } from '../../ordering/ordering.sql';
 
 /**
  * Leases due live rows and due dead rows in one statement (`CLAIM`), or due live rows alone
@@ -32,26 +33,18 @@ import type { ClaimOptions, OutboxRecord } from './lease.types';
  */
 /**
  * The ordered handlers of a claimed row that must wait: those it still waits on (`ordered_for`,
- * which a settle done with a handler leaves), for which an earlier event of its key is not done
- * (still waiting on it, not discarded, and not dead when the handler skips dead events, $5).
- * The test `outbox_claim_live_v2` makes, without its chains (every earlier event counts, in
- * the claim or not), for the claims that do not go through it. One
- * probe of `outbox_event_ordering_idx` per handler, which stops at the first such event; null
- * for a row no ordered handler receives. It must read the snapshot that picked the rows: a later
- * one could miss an earlier event committed in between and let a handler run early.
+ * which a settle done with a handler leaves) that an earlier event of its key holds (see
+ * `heldBehindEarlier`; $5 the handlers that skip dead events). The test `outbox_claim_live_v2`
+ * makes, without its chains (every earlier event counts, in the claim or not), for the claims
+ * that do not go through it; null for a row no ordered handler receives. It must read the
+ * snapshot that picked the rows: a later one could miss an earlier event committed in between
+ * and let a handler run early.
  */
 function heldHandlers(row: string): string {
   return `
     CASE WHEN ${row}.ordering_position IS NOT NULL THEN
       ARRAY(SELECT handler FROM unnest(${row}.ordered_for) AS handler
-            WHERE EXISTS (
-                SELECT 1 FROM outbox_event AS earlier
-                WHERE earlier.ordering_key = ${row}.ordering_key
-                  AND earlier.ordering_position < ${row}.ordering_position
-                  AND earlier.dispatched_at IS NULL
-                  AND earlier.discarded_at IS NULL
-                  AND handler = ANY (earlier.ordered_for)
-                  AND NOT (earlier.dead_at IS NOT NULL AND handler = ANY ($5::text[]))))
+            WHERE ${heldBehindEarlier(row, 'handler', '$5::text[]')})
     END`;
 }
 

@@ -1,6 +1,6 @@
 import { HORIZON_COLUMNS, toHorizon, type HorizonRow } from '../horizon.sql';
 import { NEVER_DUE, STATE_COUNTS } from '../outbox-row.sql';
-import { blockedKeyCount, orderedRetryWaitMs } from '../ordering.sql';
+import { blockedKeyCount, orderedRetryWaitMs } from '../../ordering/ordering.sql';
 import { toDueInMs, toWaitMs, typeFilter } from '../store.client';
 import type {
   NextDueOptions,

@@ -1,6 +1,6 @@
 import type { OutboxRecord } from '../store/lease/lease.types';
 import { ALL, heldAfter, KeyChains, leftUndone } from './key-chains';
-import { LocalQueue, type QueuedEvent } from './local-queue';
+import { LocalQueue, type QueuedEvent } from '../engine/local-queue';
 
 const record = (id: string, after: string | null, held: string[] = []) =>
   ({ id, after, held }) as unknown as OutboxRecord;

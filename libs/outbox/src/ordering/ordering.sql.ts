@@ -1,5 +1,5 @@
-import { NEVER_DUE } from './outbox-row.sql';
-import { WAKE_PAYLOAD } from './wake-payload.sql';
+import { NEVER_DUE } from '../store/outbox-row.sql';
+import { WAKE_PAYLOAD } from '../store/wake-payload.sql';
 /**
  * What the admin listing, the health probe and the metrics read of per-key ordering. Each read
  * follows a small partial index of migration 1773, so its cost does not grow with the backlog.
@@ -16,19 +16,34 @@ export const DEAD_ORDERED = `e.dispatched_at IS NULL
       AND e.ordered_for <> '{}'`;
 
 /**
- * Whether event `e` is the head of its key for `handler`: no earlier event of the key is still
- * to be done for it (the test claims make, on `outbox_event_ordering_idx`). Only an operator's
- * restore of an event could put a dead event behind another; the test keeps such a key listed
- * once, at its head.
+ * Whether an earlier event of event `e`'s key is still to be done for `handler`: placed before
+ * it, neither delivered nor discarded, and still waiting on the handler (in its `ordered_for`).
+ * With `skipDead` (an SQL text[] expression of the handlers that skip dead events), a dead event
+ * does not hold those. One probe of `outbox_event_ordering_idx`, which stops at the first such
+ * event. The one test of "held behind an earlier event of the key" for every statement; the claim
+ * function of migration 1773 keeps a copy of it, as a migration keeps what it created.
  */
-export function isHead(e: string, handler: string): string {
-  return `NOT EXISTS (
+export function heldBehindEarlier(e: string, handler: string, skipDead?: string): string {
+  const deadSkipped = skipDead
+    ? `
+          AND NOT (earlier.dead_at IS NOT NULL AND ${handler} = ANY (${skipDead}))`
+    : '';
+  return `EXISTS (
         SELECT 1 FROM outbox_event AS earlier
         WHERE earlier.ordering_key = ${e}.ordering_key
           AND earlier.ordering_position < ${e}.ordering_position
           AND earlier.dispatched_at IS NULL
           AND earlier.discarded_at IS NULL
-          AND ${handler} = ANY (earlier.ordered_for))`;
+          AND ${handler} = ANY (earlier.ordered_for)${deadSkipped})`;
+}
+
+/**
+ * Whether event `e` is the head of its key for `handler`: no earlier event of the key is still
+ * to be done for it. Only an operator's restore of an event could put a dead event behind
+ * another; the test keeps such a key listed once, at its head.
+ */
+export function isHead(e: string, handler: string): string {
+  return `NOT ${heldBehindEarlier(e, handler)}`;
 }
 
 /**
@@ -91,7 +106,7 @@ export const WAKE_STRANDED = `
         SELECT s.id FROM scanned AS s
         WHERE s.ordered_for <> '{}'
           AND NOT EXISTS (SELECT 1 FROM unnest(s.ordered_for) AS h(handler)
-                          WHERE NOT ${isHead('s', 'h.handler')}))
+                          WHERE ${heldBehindEarlier('s', 'h.handler')}))
       AND x.next_attempt_at = ${NEVER_DUE}
       AND x.dead_at IS NULL
     FOR UPDATE SKIP LOCKED
