@@ -31,16 +31,20 @@ export type {
   ReplayOptions,
   DiscardOptions,
   FailedHandler,
+} from './store/admin/dead-letter.types';
+export type {
   OutboxEventDetail,
   OutboxEventList,
   OutboxEventState,
   OutboxEventsFilter,
   OutboxEventsPage,
+} from './store/admin/event.types';
+export type {
   OutboxStatus,
   TypeBacklog,
   MinuteCount,
   DispatcherInfo,
-} from './store/admin/dead-letter.types';
+} from './store/admin/status.types';
 export {
   OutboxEngine,
   SHUTDOWN_MARGIN_MS,

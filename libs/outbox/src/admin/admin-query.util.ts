@@ -5,8 +5,8 @@ import type {
   BlockedKeysFilter,
   DeadLetterFilter,
   DeadLetterSelector,
-  OutboxEventsFilter,
 } from '../store/admin/dead-letter.types';
+import type { OutboxEventsFilter } from '../store/admin/event.types';
 
 /**
  * `OutboxAdmin`'s input checks: each throws an `InvalidOutboxAdminQueryError` naming the field

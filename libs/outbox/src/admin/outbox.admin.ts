@@ -14,14 +14,18 @@ import {
   type DeadLetterGroup,
   type DeadLetterList,
   type DeadLetterPage,
+} from '../store/admin/dead-letter.types';
+import {
   type OutboxEventDetail,
   type OutboxEventList,
   type OutboxEventsFilter,
   type OutboxEventsPage,
+} from '../store/admin/event.types';
+import {
   type DispatcherInfo,
   type MinuteCount,
   type OutboxStatus,
-} from '../store/admin/dead-letter.types';
+} from '../store/admin/status.types';
 import { type DeadLetterChangeBatch } from '../store/admin/dead-letter-changes.sql';
 import { EVENTS_CURSOR } from '../store/admin/events.sql';
 import { InvalidOutboxAdminQueryError, OutboxAdminChangeInProgressError } from '../outbox.errors';

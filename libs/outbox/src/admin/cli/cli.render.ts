@@ -5,8 +5,8 @@ import type {
   DeadLetterChange,
   DeadLetterGroup,
   DeadLetterList,
-  OutboxStatus,
 } from '../../store/admin/dead-letter.types';
+import type { OutboxStatus } from '../../store/admin/status.types';
 import { formatDuration } from '../../common/format-duration.util';
 
 /** Text for people; `--json` prints the objects themselves instead. */

@@ -1,4 +1,4 @@
-import type { DispatcherInfo } from '../../store/admin/dead-letter.types';
+import type { DispatcherInfo } from '../../store/admin/status.types';
 import { html, type Html } from './html.util';
 import { table, time, type Column } from './table.view';
 

@@ -1,4 +1,4 @@
-import type { OutboxEventDetail } from '../../store/admin/dead-letter.types';
+import type { OutboxEventDetail } from '../../store/admin/event.types';
 import { actions } from './actions.view';
 import { html, type Html } from './html.util';
 import { time } from './table.view';

@@ -1,9 +1,5 @@
-import type {
-  DeadLetterGroup,
-  DispatcherInfo,
-  MinuteCount,
-  OutboxStatus,
-} from '../../store/admin/dead-letter.types';
+import type { DeadLetterGroup } from '../../store/admin/dead-letter.types';
+import type { DispatcherInfo, MinuteCount, OutboxStatus } from '../../store/admin/status.types';
 import { formatDuration } from '../../common/format-duration.util';
 import { actions, goOn } from './actions.view';
 import type { ChangeNotice } from './change-notice';

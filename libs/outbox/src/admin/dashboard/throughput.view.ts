@@ -1,4 +1,4 @@
-import type { MinuteCount } from '../../store/admin/dead-letter.types';
+import type { MinuteCount } from '../../store/admin/status.types';
 import { html, type Html } from './html.util';
 
 /** Deliveries per minute as an inline SVG line, oldest left. */

@@ -25,12 +25,9 @@ import type {
   DeadLetterFilter,
   DeadLetterGroup,
   DeadLetterList,
-  MinuteCount,
-  OutboxEventDetail,
-  OutboxEventList,
-  OutboxEventsFilter,
-  TypeBacklog,
 } from './dead-letter.types';
+import type { OutboxEventDetail, OutboxEventList, OutboxEventsFilter } from './event.types';
+import type { MinuteCount, TypeBacklog } from './status.types';
 import {
   GROUP_DEAD_LETTERS,
   groupParameters,

@@ -1,7 +1,7 @@
 import type { HandlerFailure } from '../outbox-event.entity';
 import { toEvent, type EventRow } from '../event-row.mapping';
 import { NEXT_ATTEMPT } from './dead-letter-filter.sql';
-import type { OutboxEventDetail, OutboxEventState } from './dead-letter.types';
+import type { OutboxEventDetail, OutboxEventState } from './event.types';
 
 /**
  * An event's `OutboxEventState`, by the database clock: delivered, discarded and dead first

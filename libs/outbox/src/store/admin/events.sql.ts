@@ -1,4 +1,4 @@
-import type { OutboxEventList, OutboxEventsFilter } from './dead-letter.types';
+import type { OutboxEventList, OutboxEventsFilter } from './event.types';
 import { encodeCursor, keysetTime } from './keyset-cursor.util';
 import { EVENT_DETAIL_COLUMNS, toEventDetail, type DetailRow } from './event-detail.sql';
 

@@ -1,7 +1,7 @@
 import { STATE_COUNTS } from '../outbox-row.sql';
 import type { DispatcherReport } from '../dispatcher-report.store';
 import { toDueInMs, toWaitMs } from '../store.client';
-import type { MinuteCount, TypeBacklog } from './dead-letter.types';
+import type { MinuteCount, TypeBacklog } from './status.types';
 
 /**
  * Undelivered events by type and state, for an operator's status (whose totals are their sums):

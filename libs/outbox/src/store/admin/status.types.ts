@@ -1,0 +1,57 @@
+import type { OutboxHorizon } from '../horizon.sql';
+import type { DispatcherReport } from '../dispatcher-report.store';
+
+/** A dispatcher as `OutboxAdmin.dispatchers` lists it. */
+export interface DispatcherInfo extends DispatcherReport {
+  seenAt: Date;
+  /** Reported within the last three report intervals; a process that died stops reporting. */
+  reporting: boolean;
+}
+
+/** Events delivered in one minute, for a throughput sparkline. */
+export interface MinuteCount {
+  /** The minute's start. */
+  at: Date;
+  delivered: number;
+}
+
+/** Undelivered events of one type by state, for `OutboxAdmin.status`. */
+export interface TypeBacklog {
+  type: string;
+  /** Claimable now (never claimed, retry time reached, or given back). */
+  due: number;
+  retrying: number;
+  inFlight: number;
+  /** Leases that ended without a settle; claimable again. */
+  expiredLeases: number;
+  /** Waiting for an earlier event of their key (ordered handlers). */
+  parked: number;
+  dead: number;
+  discarded: number;
+  /** How long the type's oldest due event has waited; null when none is due. */
+  oldestDueWaitMs: number | null;
+  /** When the type's next event is due, in ms from now (0: now); null when nothing waits. */
+  nextDueInMs: number | null;
+}
+
+/** The whole outbox at a glance: exact counts (a scan of undelivered rows), lag, and by type. */
+export interface OutboxStatus {
+  /** Live events claimable now (never claimed, retry time reached, or given back). */
+  due: number;
+  retrying: number;
+  inFlight: number;
+  /** Leases that ended without a settle: a relay died or stalled; claimable again. */
+  expiredLeases: number;
+  /** Waiting for an earlier event of their key, for ordered handlers. */
+  parked: number;
+  /** Dead, not discarded. */
+  dead: number;
+  discarded: number;
+  /** How long the oldest due live event has waited, in ms; null when none is due. */
+  lagMs: number | null;
+  /** When the next event is due, in ms from now (0: now); null when nothing waits. */
+  nextDueInMs: number | null;
+  byType: TypeBacklog[];
+  /** The xmin horizon on the outbox's database (see `OutboxHorizon`). */
+  horizon: OutboxHorizon;
+}
