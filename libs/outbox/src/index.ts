@@ -110,6 +110,7 @@ export type {
   MarkFailedOptions,
   OutboxRecord,
   PendingState,
+  StateCounts,
   OutboxHorizon,
   PendingStateOptions,
   SettleOutcome,

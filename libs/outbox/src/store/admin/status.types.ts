@@ -1,5 +1,6 @@
 import type { OutboxHorizon } from '../horizon.sql';
 import type { DispatcherReport } from '../dispatcher-report.store';
+import type { StateCounts } from '../lease/lease.types';
 
 /** A dispatcher as `OutboxAdmin.dispatchers` lists it. */
 export interface DispatcherInfo extends DispatcherReport {
@@ -16,17 +17,9 @@ export interface MinuteCount {
 }
 
 /** Undelivered events of one type by state, for `OutboxAdmin.status`. */
-export interface TypeBacklog {
+export interface TypeBacklog extends StateCounts {
   type: string;
-  /** Claimable now (never claimed, retry time reached, or given back). */
-  due: number;
-  retrying: number;
-  inFlight: number;
-  /** Leases that ended without a settle; claimable again. */
-  expiredLeases: number;
-  /** Waiting for an earlier event of their key (ordered handlers). */
-  parked: number;
-  dead: number;
+  /** Set aside by `OutboxAdmin.discard`; not counted in `dead`. */
   discarded: number;
   /** How long the type's oldest due event has waited; null when none is due. */
   oldestDueWaitMs: number | null;
@@ -35,17 +28,8 @@ export interface TypeBacklog {
 }
 
 /** The whole outbox at a glance: exact counts (a scan of undelivered rows), lag, and by type. */
-export interface OutboxStatus {
-  /** Live events claimable now (never claimed, retry time reached, or given back). */
-  due: number;
-  retrying: number;
-  inFlight: number;
-  /** Leases that ended without a settle: a relay died or stalled; claimable again. */
-  expiredLeases: number;
-  /** Waiting for an earlier event of their key, for ordered handlers. */
-  parked: number;
-  /** Dead, not discarded. */
-  dead: number;
+export interface OutboxStatus extends StateCounts {
+  /** Set aside by `OutboxAdmin.discard`; not counted in `dead`. */
   discarded: number;
   /** How long the oldest due live event has waited, in ms; null when none is due. */
   lagMs: number | null;

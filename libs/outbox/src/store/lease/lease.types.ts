@@ -123,15 +123,11 @@ export interface SettleOutcome {
   retryFrom?: number | null;
 }
 
-/** Counts by state and timings of the unsettled rows; see `OutboxLeaseStore.pendingState`. */
-export interface PendingState {
-  /** Milliseconds until the next row is due (0 when one is due now); null when nothing waits. */
-  nextDueInMs: number | null;
-  /**
-   * How long the oldest claimable live event has waited since it became due, in milliseconds;
-   * null when none is due. Events resting in backoff are not lag.
-   */
-  oldestDueWaitMs: number | null;
+/**
+ * Unsettled events counted by state: one meaning for each state wherever it is counted (the
+ * engine's pending state, `OutboxAdmin.status` and its rows by type; see `STATE_COUNTS`).
+ */
+export interface StateCounts {
   /** Live events ready to be claimed now (never claimed, or retry time reached, or given back). */
   due: number;
   /** Live events resting until their next attempt (after a failure). */
@@ -153,6 +149,17 @@ export interface PendingState {
    * it is 0) and by `OutboxAdmin.replay`.
    */
   dead: number;
+}
+
+/** Counts by state and timings of the unsettled rows; see `OutboxLeaseStore.pendingState`. */
+export interface PendingState extends StateCounts {
+  /** Milliseconds until the next row is due (0 when one is due now); null when nothing waits. */
+  nextDueInMs: number | null;
+  /**
+   * How long the oldest claimable live event has waited since it became due, in milliseconds;
+   * null when none is due. Events resting in backoff are not lag.
+   */
+  oldestDueWaitMs: number | null;
   /**
    * Keys an ordered handler cannot go on with because their head is dead for it
    * (`onDead: 'block'`); `OutboxAdmin.blockedKeys` lists them.
