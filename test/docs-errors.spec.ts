@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as outbox from '@app/outbox';
+import * as admin from '@app/outbox/admin';
+import * as bridge from '@app/outbox/bridge';
 import * as testing from '@app/outbox/testing';
 
 /** The reference's table of errors names every error class the package exports, and no other. */
@@ -13,7 +15,8 @@ function errorsSection(): string {
   return text.slice(start, end);
 }
 
-const exported = Object.entries({ ...outbox, ...testing })
+// Every entry point's: the root, /admin, /bridge and /testing.
+const exported = Object.entries({ ...outbox, ...admin, ...bridge, ...testing })
   .filter(([, value]) => typeof value === 'function' && value.prototype instanceof Error)
   .map(([name]) => name)
   .filter((name) => name !== 'OutboxError')

@@ -260,5 +260,13 @@ describe('the index migrations', () => {
     expect(() => outboxMigrations({ concurrentIndexes: 'yes' as unknown as boolean })).toThrow(
       'Invalid outboxMigrations() option: concurrentIndexes = "yes": must be a boolean',
     );
+    for (const options of [null, 'yes', []]) {
+      expect(() => outboxMigrations(options as never)).toThrow(
+        new InvalidOutboxMigrationsOptionsError('options', options, 'an object'),
+      );
+    }
+    expect(() => outboxMigrations(null as never)).toThrow(
+      'Invalid outboxMigrations() option: options = null: must be an object',
+    );
   });
 });

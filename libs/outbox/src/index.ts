@@ -84,24 +84,8 @@ export {
 
 // Storage: the table, its migrations, and the lease repository the engine claims through
 export { OutboxEventEntity, OUTBOX_ENTITIES } from './store/outbox-event.entity';
-export {
-  OUTBOX_MIGRATIONS,
-  outboxMigrations,
-  type OutboxMigration,
-  type OutboxMigrationsOptions,
-  CreateOutboxEvent1764400000000,
-  OutboxDueIndex1765000000000,
-  OutboxEventCausation1766000000000,
-  OutboxHandlerFailures1767000000000,
-  OutboxDiscard1768000000000,
-  OutboxDiscardIndexes1768500000000,
-  OutboxDispatcherReports1769000000000,
-  OutboxOrganizationTypeIndex1770000000000,
-  OutboxAdminChange1771000000000,
-  OutboxClaimFunction1772000000000,
-  OutboxOrdering1773000000000,
-  OutboxOrderingIndexes1773500000000,
-} from './migrations';
+// The migrations: OUTBOX_MIGRATIONS, outboxMigrations() and each migration class by name
+export * from './migrations';
 export { OutboxLeaseStore, type OutboxLeaseStoreOptions } from './store/lease/lease.store';
 export type {
   ClaimOptions,

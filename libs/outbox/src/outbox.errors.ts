@@ -83,10 +83,12 @@ export class InvalidOutboxOptionsError extends OutboxError {
 /** `outboxMigrations()` was given an option it cannot use; nothing ran. */
 export class InvalidOutboxMigrationsOptionsError extends OutboxError {
   constructor(
+    /** The option (`concurrentIndexes`), or `options` for the argument itself. */
     readonly field: string,
     readonly value: unknown,
+    expected = 'a boolean',
   ) {
-    super(OutboxMessages.invalidMigrationsOption(field, value));
+    super(OutboxMessages.invalidMigrationsOption(field, value, expected));
   }
 }
 

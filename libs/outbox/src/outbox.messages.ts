@@ -18,8 +18,8 @@ export const OutboxMessages = {
     problems
       .map((p) => scrubError(`  - ${p.path} = ${describeValue(p.value)}: ${p.messages.join('; ')}`))
       .join('\n'),
-  invalidMigrationsOption: (field: string, value: unknown) =>
-    `Invalid outboxMigrations() option: ${field} = ${describeValue(value)}: must be a boolean`,
+  invalidMigrationsOption: (field: string, value: unknown, expected: string) =>
+    `Invalid outboxMigrations() option: ${field} = ${describeValue(value)}: must be ${expected}`,
   invalidHandlerName: (name: unknown, location: string) =>
     `Outbox handler name ${describeValue(name)} on ${location} must be kebab-case ` +
     `(lowercase letters and digits separated by single dashes, for example "webhook-fanout")`,

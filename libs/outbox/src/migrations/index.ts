@@ -62,6 +62,9 @@ export interface OutboxMigrationsOptions {
  * outside a transaction. Same names either way: TypeORM records each once, whichever list ran it.
  */
 export function outboxMigrations(options: OutboxMigrationsOptions = {}): OutboxMigration[] {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new InvalidOutboxMigrationsOptionsError('options', options, 'an object');
+  }
   const concurrentIndexes = options.concurrentIndexes ?? false;
   if (typeof concurrentIndexes !== 'boolean') {
     throw new InvalidOutboxMigrationsOptionsError('concurrentIndexes', concurrentIndexes);
@@ -79,17 +82,15 @@ function outsideTransaction(Migration: OutboxMigration): OutboxMigration {
   };
 }
 
-export {
-  CreateOutboxEvent1764400000000,
-  OutboxDueIndex1765000000000,
-  OutboxEventCausation1766000000000,
-  OutboxHandlerFailures1767000000000,
-  OutboxDiscard1768000000000,
-  OutboxDiscardIndexes1768500000000,
-  OutboxDispatcherReports1769000000000,
-  OutboxOrganizationTypeIndex1770000000000,
-  OutboxAdminChange1771000000000,
-  OutboxClaimFunction1772000000000,
-  OutboxOrdering1773000000000,
-  OutboxOrderingIndexes1773500000000,
-};
+export * from './1764400000000-create-outbox-event';
+export * from './1765000000000-outbox-due-index';
+export * from './1766000000000-outbox-event-causation';
+export * from './1767000000000-outbox-handler-failures';
+export * from './1768000000000-outbox-discard';
+export * from './1768500000000-outbox-discard-indexes';
+export * from './1769000000000-outbox-dispatcher';
+export * from './1770000000000-outbox-organization-type-index';
+export * from './1771000000000-outbox-admin-change';
+export * from './1772000000000-outbox-claim-function';
+export * from './1773000000000-outbox-ordering';
+export * from './1773500000000-outbox-ordering-indexes';
