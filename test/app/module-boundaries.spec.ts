@@ -19,6 +19,8 @@ const MIGRATIONS = resolve(__dirname, '../../migrations');
 const LIBRARY = resolve(__dirname, '../../libs/outbox');
 const PACKAGE_ROOT = '@app/outbox';
 const TESTING_ENTRY = '@app/outbox/testing';
+/** The add-ons' entries, which the app imports as a user does. */
+const ADD_ON_ENTRIES = ['@app/outbox/admin', '@app/outbox/bridge'];
 
 /** Directories that hold no tables of their own: the composition root and shared code. */
 const SHARED = new Set([
@@ -152,9 +154,12 @@ function namesTaken(node: ts.ImportDeclaration | ts.ExportDeclaration): string[]
   return names;
 }
 
-/** What an import of the library may name: the package root, and the testing entry in tests. */
+/**
+ * What an import of the library may name: the package root and the add-ons' entries, and the
+ * testing entry in tests.
+ */
 function libraryImportViolation(file: AppFile, specifier: string): string | undefined {
-  if (specifier === PACKAGE_ROOT) return undefined;
+  if (specifier === PACKAGE_ROOT || ADD_ON_ENTRIES.includes(specifier)) return undefined;
   if (specifier === TESTING_ENTRY) {
     return file.test ? undefined : `${specifier} (the testing entry, outside a test)`;
   }
@@ -209,6 +214,13 @@ function exportedNames(path: string): Set<string> {
 const PUBLIC_API = new Map([
   [PACKAGE_ROOT, exportedNames(join(LIBRARY, 'src/index.ts'))],
   [TESTING_ENTRY, exportedNames(join(LIBRARY, 'src/testing/index.ts'))],
+  ...ADD_ON_ENTRIES.map(
+    (entry) =>
+      [
+        entry,
+        exportedNames(join(LIBRARY, 'src', entry.slice(`${PACKAGE_ROOT}/`.length), 'index.ts')),
+      ] as const,
+  ),
 ]);
 
 /** Names taken from the package root or the testing entry that the entry does not export. */
@@ -298,7 +310,7 @@ describe('the reference app uses only the library public API', () => {
     );
   });
 
-  it('imports the library only through its package root (and its testing entry in tests)', () => {
+  it('imports the library only through its entry points (the testing entry in tests alone)', () => {
     const found = appFiles.flatMap((file) =>
       importsOf(file)
         .map(({ specifier }) => libraryImportViolation(file, specifier))
@@ -311,6 +323,7 @@ describe('the reference app uses only the library public API', () => {
   it('imports from the package root and the testing entry only names they export', () => {
     expect(PUBLIC_API.get(PACKAGE_ROOT)).toContain('OutboxAdmin');
     expect(PUBLIC_API.get(TESTING_ENTRY)).toContain('drainUntilIdle');
+    expect(PUBLIC_API.get('@app/outbox/bridge')).toContain('natsJetStream');
     const found = appFiles.flatMap((file) =>
       unexportedNames(file).map((name) => `${shown(file.path)}: ${name}`),
     );
