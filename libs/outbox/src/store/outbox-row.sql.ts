@@ -26,30 +26,6 @@
 /** The due time of a row that only an operator's replay makes due again. */
 export const NEVER_DUE = `timestamptz '9999-12-31 00:00:00+00'`;
 
-/**
- * Unsettled rows counted by state over every row the statement reads (exact, so its cost grows
- * with the backlog): due, retrying, parked, in flight, expired leases and dead (not discarded),
- * with the oldest due live row's wait (the lag) and when the next row, live or dead, is due.
- * One list for the operator's status by type and for the exact pending state, so that the two
- * cannot count a state differently.
- */
-export const STATE_COUNTS = `
-    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
-                       AND next_attempt_at <= now())::int AS due,
-    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at IS NULL
-                       AND next_attempt_at > now()
-                       AND next_attempt_at < ${NEVER_DUE})::int AS retrying,
-    count(*) FILTER (WHERE dead_at IS NULL AND next_attempt_at >= ${NEVER_DUE})::int AS parked,
-    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at > now())::int AS in_flight,
-    count(*) FILTER (WHERE dead_at IS NULL AND lease_expires_at <= now())::int AS expired_leases,
-    count(*) FILTER (WHERE dead_at IS NOT NULL AND discarded_at IS NULL)::int AS dead,
-    (extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE dead_at IS NULL
-                                                              AND next_attempt_at <= now()))
-     * 1000)::float8 AS oldest_due_wait_ms,
-    (extract(epoch FROM min(next_attempt_at) FILTER (WHERE discarded_at IS NULL
-                                                      AND next_attempt_at < ${NEVER_DUE})
-                        - now()) * 1000)::float8 AS next_due_in_ms`;
-
 /** `failures` of a row with every handler's retry time cleared. */
 export function retryTimesCleared(failures: string): string {
   return `(SELECT coalesce(jsonb_object_agg(f.key, f.value || '{"retryAt": null}'::jsonb),

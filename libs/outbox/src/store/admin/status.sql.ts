@@ -1,6 +1,5 @@
-import { STATE_COUNTS } from '../outbox-row.sql';
+import { STATE_COUNTS, toStateCounts, type StateCountsRow } from '../state-counts.sql';
 import type { DispatcherReport } from '../dispatcher-report.store';
-import { toDueInMs, toWaitMs } from '../store.client';
 import type { MinuteCount, TypeBacklog } from './status.types';
 
 /**
@@ -47,32 +46,13 @@ export function throughputParameters(minutes: number): unknown[] {
   return [minutes];
 }
 
-interface BacklogRow {
+interface BacklogRow extends StateCountsRow {
   type: string;
-  due: number;
-  retrying: number;
-  in_flight: number;
-  expired_leases: number;
-  parked: number;
-  dead: number;
   discarded: number;
-  oldest_due_wait_ms: number | null;
-  next_due_in_ms: number | null;
 }
 
 export function toBacklog(rows: BacklogRow[]): TypeBacklog[] {
-  return rows.map((row) => ({
-    type: row.type,
-    due: row.due,
-    retrying: row.retrying,
-    inFlight: row.in_flight,
-    expiredLeases: row.expired_leases,
-    parked: row.parked,
-    dead: row.dead,
-    discarded: row.discarded,
-    oldestDueWaitMs: toWaitMs(row.oldest_due_wait_ms),
-    nextDueInMs: toDueInMs(row.next_due_in_ms),
-  }));
+  return rows.map((row) => ({ type: row.type, ...toStateCounts(row), discarded: row.discarded }));
 }
 
 export function toMinuteCounts(rows: { minute: Date; delivered: number }[]): MinuteCount[] {

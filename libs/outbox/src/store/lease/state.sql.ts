@@ -1,5 +1,6 @@
 import { HORIZON_COLUMNS, toHorizon, type HorizonRow } from '../horizon.sql';
-import { NEVER_DUE, STATE_COUNTS } from '../outbox-row.sql';
+import { NEVER_DUE } from '../outbox-row.sql';
+import { STATE_COUNTS, toStateCounts, type StateCountsRow } from '../state-counts.sql';
 import { blockedKeyCount, orderedRetryWaitMs } from '../../ordering/ordering.sql';
 import { toDueInMs, toWaitMs, typeFilter } from '../store.client';
 import type {
@@ -199,15 +200,7 @@ export function toNextDue([row]: { next_due_in_ms: number | null }[]): number | 
   return toDueInMs(row.next_due_in_ms);
 }
 
-interface StateRow extends HorizonRow {
-  due: number;
-  retrying: number;
-  in_flight: number;
-  expired_leases: number;
-  parked: number;
-  dead: number;
-  next_due_in_ms: number | null;
-  oldest_due_wait_ms: number | null;
+interface StateRow extends HorizonRow, StateCountsRow {
   blocked_keys: number;
   ordered_wait_ms: number | null;
 }
@@ -215,14 +208,7 @@ interface StateRow extends HorizonRow {
 /** The state row of PENDING_STATE (`countLimit` its cap) or EXACT_STATE (`countLimit` null). */
 export function toPendingState(countLimit: number | null) {
   return ([row]: StateRow[]): PendingState => ({
-    nextDueInMs: toDueInMs(row.next_due_in_ms),
-    oldestDueWaitMs: toWaitMs(row.oldest_due_wait_ms),
-    due: row.due,
-    retrying: row.retrying,
-    inFlight: row.in_flight,
-    expiredLeases: row.expired_leases,
-    parked: row.parked,
-    dead: row.dead,
+    ...toStateCounts(row),
     blockedKeys: row.blocked_keys,
     orderedWaitMs: toWaitMs(row.ordered_wait_ms),
     countLimit,
