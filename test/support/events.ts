@@ -12,3 +12,21 @@ export function invoicePaid(overrides: Partial<NewOutboxEvent> = {}): NewOutboxE
     ...overrides,
   };
 }
+
+/**
+ * An event of `type` in `organizationId`, on the aggregate named by the type's first word
+ * (`invoice` for `invoice.paid`) with id `agg-<payload.n>`.
+ */
+export function numberedEvent<P extends { n: number }>(
+  type: string,
+  payload: P,
+  organizationId: string,
+): NewOutboxEvent<P> {
+  return {
+    type,
+    aggregateType: type.split('.')[0],
+    aggregateId: `agg-${payload.n}`,
+    organizationId,
+    payload,
+  };
+}

@@ -17,6 +17,7 @@ import {
 } from '@app/outbox';
 import { GuardedLogger } from './log-guard';
 import { directUrlBehind } from './pooler';
+import { useTestApp, type TestAppFixture, type TestDatabaseFixtureOptions } from './test-database';
 
 export interface OutboxAppOptions {
   /**
@@ -105,9 +106,28 @@ export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T)
   return { promise, resolve };
 }
 
-/** Emits `event` in a transaction of its own, committed before this resolves. */
-export async function emitCommitted(app: INestApplication, event: NewOutboxEvent): Promise<void> {
-  await app
+/** Emits `event` (or `events`) in a transaction of its own, committed before this resolves. */
+export function emitCommitted<P>(app: INestApplication, event: NewOutboxEvent<P>): Promise<string>;
+export function emitCommitted<P>(
+  app: INestApplication,
+  events: readonly NewOutboxEvent<P>[],
+): Promise<string[]>;
+export function emitCommitted(
+  app: INestApplication,
+  events: NewOutboxEvent | readonly NewOutboxEvent[],
+): Promise<string | string[]> {
+  return app
     .get(DataSource)
-    .transaction((manager) => app.get(OutboxPublisher).emit(event, { manager }));
+    .transaction((manager) => app.get(OutboxPublisher).emit(events as NewOutboxEvent, { manager }));
+}
+
+/**
+ * The file's database and an outbox app on it (`createOutboxApp` with these options), made
+ * before its tests and closed after them. Read `.app`, `.db` and `.sql` inside tests and hooks.
+ */
+export function useOutboxApp(
+  options: Omit<OutboxAppOptions, 'url'>,
+  fixture?: TestDatabaseFixtureOptions,
+): TestAppFixture<INestApplication> {
+  return useTestApp((db) => createOutboxApp({ url: db.url, ...options }), fixture);
 }

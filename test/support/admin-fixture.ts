@@ -1,0 +1,108 @@
+import type { DynamicModule, INestApplication, Provider } from '@nestjs/common';
+import type { DataSource } from 'typeorm';
+import { InvalidOutboxAdminQueryError, OutboxAdmin, type OutboxModuleOptions } from '@app/outbox';
+import { outboxTestingOptions } from '@app/outbox/testing';
+import { useOutboxApp } from './outbox-app';
+import type { TestAppFixture } from './test-database';
+
+export interface AdminAppOptions {
+  /** Overrides of `outboxTestingOptions`: no dispatcher runs, a test drains. */
+  testing?: OutboxModuleOptions;
+  /** Providers with the `@OnOutboxEvent` handlers the events run through. */
+  providers?: Provider[];
+  /** More modules, e.g. `OutboxDashboardModule.forRoot(...)`. */
+  imports?: DynamicModule[];
+  /** Tables emptied before each test; none unless named. */
+  truncateEach?: string[];
+}
+
+export interface AdminApp extends TestAppFixture<INestApplication> {
+  readonly admin: OutboxAdmin;
+}
+
+/**
+ * What the admin and dashboard specs run on: the file's database and one outbox app on it with
+ * the testing options, made before the file's tests and closed after them; `.admin` is its
+ * OutboxAdmin. Read the fields inside tests and hooks.
+ */
+export function useAdminApp(options: AdminAppOptions = {}): AdminApp {
+  const fixture = useOutboxApp(
+    {
+      outbox: outboxTestingOptions(options.testing),
+      providers: options.providers,
+      imports: options.imports,
+    },
+    { truncateEach: options.truncateEach },
+  );
+  return Object.defineProperty(fixture, 'admin', {
+    get: () => fixture.app.get(OutboxAdmin),
+  }) as AdminApp;
+}
+
+/**
+ * `count` dead rows of `type` (aggregate `aggregateType`, ids `a-1`...) that `mailer` failed
+ * with `mailer: Error: 421`, waiting for a replay: written straight to the table, in bulk.
+ */
+export async function insertDeadRows(
+  dataSource: DataSource,
+  type: string,
+  count: number,
+  aggregateType = 'thing',
+): Promise<void> {
+  await dataSource.query(
+    `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, attempts, dead_at,
+                               next_attempt_at, failures, last_error)
+     SELECT gen_random_uuid(), $1, $3, 'a-' || n, '{}', 1, now(),
+            '9999-12-31 00:00:00+00', '{"mailer": {"count": 1, "retryAt": null}}',
+            'mailer: Error: 421'
+     FROM generate_series(1, $2::int) AS n`,
+    [type, count, aggregateType],
+  );
+}
+
+/** How many rows still wait for a replay (their next attempt at the end of time). */
+export async function waitingForReplay(dataSource: DataSource): Promise<number> {
+  const [{ waiting }] = await dataSource.query<{ waiting: number }[]>(
+    `SELECT count(*)::int AS waiting FROM outbox_event
+     WHERE next_attempt_at = '9999-12-31 00:00:00+00'`,
+  );
+  return waiting;
+}
+
+/** The claim a change by filter of `kind` by `actor` holds for another minute, as its process does. */
+export async function claimAdminChange(
+  dataSource: DataSource,
+  kind: 'replay' | 'discard',
+  actor: string,
+): Promise<void> {
+  await dataSource.query(
+    `INSERT INTO outbox_admin_change (scope, change_id, kind, actor, selection, expires_at)
+     VALUES ('dead-letters', gen_random_uuid(), $1, $2, '{}', now() + interval '1 minute')`,
+    [kind, actor],
+  );
+}
+
+/** Every item of a keyset listing, page by page from the first; at most 10 pages are read. */
+export async function readAllPages<T>(
+  page: (after: string | undefined) => Promise<{ items: T[]; next: string | null }>,
+): Promise<{ items: T[]; pages: number }> {
+  const items: T[] = [];
+  let after: string | undefined;
+  let pages = 0;
+  do {
+    const read = await page(after);
+    items.push(...read.items);
+    after = read.next ?? undefined;
+    pages += 1;
+  } while (after && pages < 10);
+  return { items, pages };
+}
+
+/** What `call` was refused with; fails unless it is an InvalidOutboxAdminQueryError. */
+export async function adminRefusal(
+  call: () => Promise<unknown>,
+): Promise<InvalidOutboxAdminQueryError> {
+  const error = await call().catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(InvalidOutboxAdminQueryError);
+  return error as InvalidOutboxAdminQueryError;
+}
