@@ -2,7 +2,6 @@ import { Injectable, Scope, type INestApplication } from '@nestjs/common';
 import { ConfigModule, ConfigService } from '@nestjs/config';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import type { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import {
   DuplicateOutboxHandlerError,
@@ -24,26 +23,12 @@ import {
   type ResolvedOutboxOptions,
 } from '@app/outbox';
 import { clsTransactionsModule } from './support/cls-transactions';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { useTestDatabase } from './support/test-database';
 import { createOutboxApp } from './support/outbox-app';
 
 /** What fails the boot, how the module is configured, and the ambient transaction. */
 
-let db: TestDatabase;
-let sql: Client;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  sql = await db.connect();
-});
-
-afterAll(async () => {
-  await db?.close();
-});
-
-beforeEach(async () => {
-  await sql.query('TRUNCATE outbox_event');
-});
+const t = useTestDatabase({ truncateEach: ['outbox_event'] });
 
 const received: string[] = [];
 
@@ -60,7 +45,7 @@ async function bootFailure(
   outbox: OutboxModuleOptions = {},
 ): Promise<Error> {
   const error = await createOutboxApp({
-    url: db.url,
+    url: t.db.url,
     outbox: { autoStart: false, ...outbox },
     providers,
   }).then(
@@ -114,7 +99,7 @@ describe('OutboxModule boot failures', () => {
       b() {}
     }
     const app = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       outbox: { autoStart: false },
       providers: [Split],
     });
@@ -178,7 +163,7 @@ describe('OutboxModule boot failures', () => {
     expect(unknown.message).toContain('no @OnOutboxEvent handler is named "webhook-sendr"');
 
     const app = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       outbox: {
         autoStart: false,
         handlers: { 'webhook-sender': { retry: [10, 20], timeoutMs: 50 } },
@@ -217,7 +202,7 @@ describe('OutboxModule boot failures', () => {
       [{ ledger: { ordered: { onDead: 'skip' } } }, { onDead: 'skip' }],
     ] as const) {
       const app = await createOutboxApp({
-        url: db.url,
+        url: t.db.url,
         outbox: { autoStart: false, handlers },
         providers: [Ledger],
       });
@@ -244,7 +229,7 @@ describe('OutboxModule boot failures', () => {
 
   it('invalid options from forRootAsync fail the boot', async () => {
     const error = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       outboxModule: OutboxModule.forRootAsync({ useFactory: () => ({ handlerTimeoutMs: 60_000 }) }),
     }).catch((e: Error) => e);
     expect(error).toBeInstanceOf(InvalidOutboxOptionsError);
@@ -257,7 +242,7 @@ describe('OutboxModule boot failures', () => {
 describe('OutboxModule configuration', () => {
   it('forRoot applies the given options over the defaults', async () => {
     const app = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       outbox: { autoStart: false, maxAttempts: 4, types: ['thing.happened'] },
       providers: [Receiver],
     });
@@ -276,7 +261,7 @@ describe('OutboxModule configuration', () => {
   it('forRootAsync reads its options from ConfigService and delivers', async () => {
     received.length = 0;
     const app = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       imports: [
         ConfigModule.forRoot({ ignoreEnvFile: true, load: [() => ({ OUTBOX_MAX_ATTEMPTS: '7' })] }),
       ],
@@ -315,7 +300,7 @@ describe('OutboxPublisher with @nestjs-cls/transactional', () => {
 
   beforeAll(async () => {
     app = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       outbox: { autoStart: false },
       imports: [clsTransactionsModule()],
       providers: [Receiver],
@@ -334,7 +319,7 @@ describe('OutboxPublisher with @nestjs-cls/transactional', () => {
       await txHost.tx.query(`SELECT 1`);
       return app.get(OutboxPublisher).emit(event);
     });
-    const { rows } = await sql.query('SELECT id FROM outbox_event');
+    const { rows } = await t.sql.query('SELECT id FROM outbox_event');
     expect(rows).toEqual([{ id }]);
   });
 
@@ -346,7 +331,7 @@ describe('OutboxPublisher with @nestjs-cls/transactional', () => {
         throw new Error('undo');
       }),
     ).rejects.toThrow('undo');
-    const { rows } = await sql.query('SELECT id FROM outbox_event');
+    const { rows } = await t.sql.query('SELECT id FROM outbox_event');
     expect(rows).toEqual([]);
   });
 
@@ -354,7 +339,7 @@ describe('OutboxPublisher with @nestjs-cls/transactional', () => {
     await expect(app.get(OutboxPublisher).emit(event)).rejects.toThrow(
       OutboxTransactionRequiredError,
     );
-    const { rows } = await sql.query('SELECT id FROM outbox_event');
+    const { rows } = await t.sql.query('SELECT id FROM outbox_event');
     expect(rows).toEqual([]);
   });
 });

@@ -1,6 +1,5 @@
 import { Injectable, Module, type INestApplication, type OnModuleDestroy } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import type { Client } from 'pg';
 import {
   OnOutboxEvent,
   OutboxDispatcher,
@@ -11,7 +10,7 @@ import {
   type OutboxEvent,
   type OutboxModuleOptions,
 } from '@app/outbox';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { useTestDatabase } from './support/test-database';
 import { createOutboxApp, deferred, eventually } from './support/outbox-app';
 import { startTcpProxy } from './support/tcp-proxy';
 
@@ -50,26 +49,15 @@ class FeatureClient implements OnModuleDestroy {
 @Module({ providers: [FeatureClient] })
 class FeatureModule {}
 
-let db: TestDatabase;
-let sql: Client;
+const t = useTestDatabase({ truncateEach: ['outbox_event'] });
 /** Apps a test has not closed itself (it failed first): closed after it. */
 const open = new Set<INestApplication>();
 /** Resolvers of handlers a test holds open, so a failed test leaves nothing hanging. */
 const holds: Array<() => void> = [];
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  sql = await db.connect();
-});
-
-afterAll(async () => {
-  await db?.close();
-});
-
-beforeEach(async () => {
+beforeEach(() => {
   calls.length = 0;
   behaviour = undefined;
-  await sql.query('TRUNCATE outbox_event');
 });
 
 afterEach(async () => {
@@ -79,7 +67,7 @@ afterEach(async () => {
 
 async function start(outbox: OutboxModuleOptions = {}): Promise<INestApplication> {
   const app = await createOutboxApp({
-    url: db.url,
+    url: t.db.url,
     outbox: { retention: { enabled: false }, ...outbox },
     providers: [Mailer],
   });
@@ -116,7 +104,7 @@ async function emit(app: INestApplication, aggregateIds: string[]): Promise<stri
 }
 
 async function row(id: string) {
-  const { rows } = await sql.query(
+  const { rows } = await t.sql.query(
     `SELECT *, lease_expires_at > now() AS leased, next_attempt_at <= now() AS due
      FROM outbox_event WHERE id = $1`,
     [id],
@@ -314,7 +302,7 @@ describe('OutboxModule shutdown', () => {
       handlerDone = true;
     };
     const app = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       outbox: { retention: { enabled: false }, shutdownGraceMs: 10_000 },
       providers: [Mailer],
       imports: [FeatureModule],
@@ -335,9 +323,9 @@ describe('OutboxModule shutdown', () => {
   });
 
   it('stops within shutdownGraceMs plus its margin when the database stops answering mid-shutdown', async () => {
-    const target = new URL(db.url);
+    const target = new URL(t.db.url);
     const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
-    const url = new URL(db.url);
+    const url = new URL(t.db.url);
     url.host = `127.0.0.1:${proxy.port}`;
     const gate = hold();
     behaviour = () => gate.promise;
