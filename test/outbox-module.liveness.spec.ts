@@ -302,7 +302,7 @@ describe('OutboxLivenessIndicator', () => {
       ['claimOutMs', 'eventLoopStallMs', 'slots', 'slotsOverdueMs', 'state', 'status'].sort(),
     );
     const { host, password } = new URL(t.db.url);
-    for (const text of [secret, t.db.url, host, password].filter((text) => text.length > 0)) {
+    for (const text of [secret, t.db.url, host, password].filter((part) => part.length > 0)) {
       expect(res.text).not.toContain(text);
     }
   });
