@@ -17,6 +17,7 @@ import {
   waitingForReplay,
 } from './support/admin-fixture';
 import { emitCommitted } from './support/outbox-app';
+import { memberInvited } from './support/events';
 
 /**
  * OutboxAdmin.replay and discard on events that really died, the automatic dead replays turned
@@ -449,10 +450,7 @@ describe('OutboxAdmin.discard', () => {
 
 describe('automatic dead replays turned off', () => {
   it('leaves a dead event of a type with deadRetryByType 0 waiting for a replay, and the plans and counts still work', async () => {
-    const [invited] = await emitDead(
-      [{ type: 'member.invited', aggregateType: 'member', aggregateId: 'm-1', payload: {} }],
-      ['mailer'],
-    );
+    const [invited] = await emitDead([memberInvited()], ['mailer']);
     const [invoice] = await emitDead([paid(1)], ['mailer']);
     const waiting = await t.admin.show(invited);
     expect(waiting!.deadAt).not.toBeNull();

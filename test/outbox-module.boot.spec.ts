@@ -2,7 +2,6 @@ import { Injectable, Scope, type INestApplication } from '@nestjs/common';
 import { ConfigModule, ConfigService } from '@nestjs/config';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import { DataSource } from 'typeorm';
 import {
   DuplicateOutboxHandlerError,
   EmptyOutboxHandlerEventsError,
@@ -24,7 +23,7 @@ import {
 } from '@app/outbox';
 import { clsTransactionsModule } from './support/cls-transactions';
 import { useTestDatabase } from './support/test-database';
-import { createOutboxApp } from './support/outbox-app';
+import { createOutboxApp, emitCommitted } from './support/outbox-app';
 
 /** What fails the boot, how the module is configured, and the ambient transaction. */
 
@@ -277,16 +276,8 @@ describe('OutboxModule configuration', () => {
     });
     try {
       expect(app.get<ResolvedOutboxOptions>(OUTBOX_OPTIONS).maxAttempts).toBe(7);
-      const id = await app
-        .get(DataSource)
-        .transaction((manager) =>
-          app
-            .get(OutboxPublisher)
-            .emit(
-              { type: 'thing.happened', aggregateType: 't', aggregateId: '1', payload: {} },
-              { manager },
-            ),
-        );
+      const thing = { type: 'thing.happened', aggregateType: 't', aggregateId: '1', payload: {} };
+      const id = await emitCommitted(app, thing);
       await app.get(OutboxDispatcher).drainOnce();
       expect(received).toEqual([id]);
     } finally {

@@ -1,18 +1,17 @@
 import { Controller, Get, Injectable, type INestApplication } from '@nestjs/common';
 import { ScheduleModule, SchedulerRegistry } from '@nestjs/schedule';
 import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
-import { DataSource } from 'typeorm';
 import request from 'supertest';
 import {
   OnOutboxEvent,
   OUTBOX_RETENTION_JOB,
   OutboxDispatcher,
   OutboxHealthIndicator,
-  OutboxPublisher,
   type OutboxModuleOptions,
 } from '@app/outbox';
 import { useTestDatabase } from './support/test-database';
-import { createOutboxApp, deferred, eventually } from './support/outbox-app';
+import { createOutboxApp, deferred, emitCommitted, eventually } from './support/outbox-app';
+import { memberInvited } from './support/events';
 import { holdHorizon } from './support/horizon';
 
 /** Readiness over real HTTP (Terminus), and the retention sweep on its schedule. */
@@ -256,16 +255,7 @@ describe('OutboxHealthIndicator over HTTP', () => {
 describe('OutboxHealthIndicator while the app shuts down', () => {
   /** Emits one event and waits until its handler runs (held open by the test's gate). */
   async function emitAndRun(app: INestApplication): Promise<void> {
-    await app
-      .get(DataSource)
-      .transaction((manager) =>
-        app
-          .get(OutboxPublisher)
-          .emit(
-            { type: 'member.invited', aggregateType: 'member', aggregateId: 'm-1', payload: {} },
-            { manager },
-          ),
-      );
+    await emitCommitted(app, memberInvited());
     await eventually('the handler is running', () => handled === 1);
   }
 

@@ -1,6 +1,5 @@
 import { Controller, Get, Injectable, type INestApplication } from '@nestjs/common';
 import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
-import { DataSource } from 'typeorm';
 import request from 'supertest';
 import {
   CLAIM_WEDGED_MARGIN_MS,
@@ -8,13 +7,13 @@ import {
   OutboxDispatcher,
   OutboxHealthIndicator,
   OutboxLivenessIndicator,
-  OutboxPublisher,
   OutboxRepository,
   type ClaimOptions,
   type OutboxModuleOptions,
 } from '@app/outbox';
 import { useTestDatabase } from './support/test-database';
-import { createOutboxApp, deferred, eventually } from './support/outbox-app';
+import { createOutboxApp, deferred, emitCommitted, eventually } from './support/outbox-app';
+import { memberInvited } from './support/events';
 import { startTcpProxy } from './support/tcp-proxy';
 
 /**
@@ -95,16 +94,7 @@ function hold(): { promise: Promise<void>; resolve: () => void } {
 }
 
 async function emit(app: INestApplication, payload: Record<string, unknown> = {}): Promise<void> {
-  await app
-    .get(DataSource)
-    .transaction((manager) =>
-      app
-        .get(OutboxPublisher)
-        .emit(
-          { type: 'member.invited', aggregateType: 'member', aggregateId: 'm-1', payload },
-          { manager },
-        ),
-    );
+  await emitCommitted(app, memberInvited({ payload }));
 }
 
 const live = (app: INestApplication) => request(app.getHttpServer()).get('/health/live');

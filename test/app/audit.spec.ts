@@ -1,16 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Client } from 'pg';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
-import {
-  OUTBOX_EVENT_DEAD,
-  OutboxPublisher,
-  type OutboxEvent,
-  type OutboxEventDeadPayload,
-} from '@app/outbox';
+import { OUTBOX_EVENT_DEAD, type OutboxEvent } from '@app/outbox';
 import { AuditLogHandler } from '../../apps/reference/src/audit/audit-log.handler';
 import { GENESIS_HASH, chainHash } from '../../apps/reference/src/audit/audit-chain';
-import { eventually } from '../support/outbox-app';
+import { emitCommitted, eventually } from '../support/outbox-app';
+import { deadAnnouncement } from '../support/events';
 import { forceRedelivery, waitUntilDelivered } from '../support/redelivery';
 import { plantSecret } from '../support/log-guard';
 import { useReferenceApp, OPERATOR } from '../support/reference-app';
@@ -280,28 +275,17 @@ describe('audit log', () => {
   });
 
   it('an outbox.event.dead announcement is audited like any event', async () => {
-    const payload: OutboxEventDeadPayload = {
-      eventId: inviteEventId,
-      type: 'member.invited',
-      aggregateType: 'member',
-      aggregateId: randomUUID(),
-      attempts: 10,
-      failedHandlers: ['some-handler'],
-      lastError: 'some-handler: Error: boom',
-    };
-    const deadId = await t.app.get(DataSource).transaction((manager) =>
-      t.app.get(OutboxPublisher).emit(
-        {
-          type: OUTBOX_EVENT_DEAD,
-          aggregateType: 'outbox_event',
-          aggregateId: inviteEventId,
-          organizationId: orgId,
-          requestId: 'req-audit-invite',
-          payload,
-        },
-        { manager },
-      ),
+    const announcement = deadAnnouncement(
+      {
+        eventId: inviteEventId,
+        type: 'member.invited',
+        aggregateType: 'member',
+        handler: 'some-handler',
+        error: 'Error: boom',
+      },
+      { organizationId: orgId, requestId: 'req-audit-invite' },
     );
+    const deadId = await emitCommitted(t.app, announcement);
     await waitUntilDelivered(t.sql);
 
     const entries = (await http().get('/audit').set(auth(orgId)).expect(200)).body.entries;
@@ -310,7 +294,7 @@ describe('audit log', () => {
       type: OUTBOX_EVENT_DEAD,
       aggregateType: 'outbox_event',
       aggregateId: inviteEventId,
-      payload,
+      payload: announcement.payload,
     });
     const rows = await auditRows(t.sql);
     expect(rows.filter((row) => row.event_id === deadId)).toHaveLength(1);

@@ -2,13 +2,7 @@ import { Logger, type INestApplication } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type { Client } from 'pg';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
-import {
-  EventDispatcher,
-  OUTBOX_EVENT_DEAD,
-  OutboxPublisher,
-  type OutboxEventDeadPayload,
-} from '@app/outbox';
+import { EventDispatcher, OUTBOX_EVENT_DEAD } from '@app/outbox';
 import {
   MAILED_EVENT_TYPES,
   NOTIFIED_EVENT_TYPES,
@@ -22,6 +16,8 @@ import { bearer } from '../support/tenant';
 import { MailerPort } from '../../apps/reference/src/notifications/mailer.port';
 import { startSmtpServer, type TestSmtpServer } from '../support/smtp-server';
 import { useTestApp } from '../support/test-database';
+import { emitCommitted } from '../support/outbox-app';
+import { deadAnnouncement } from '../support/events';
 
 /**
  * The notification handlers: `notification-fanout` (transactional) writes in-app notifications
@@ -370,27 +366,17 @@ describe('notifications without SMTP', () => {
     await waitUntilDelivered(t.sql);
     const mailsBefore = await mailLogRows(t.sql);
 
-    const failed: OutboxEventDeadPayload = {
-      eventId: randomUUID(),
-      type: 'invoice.paid',
-      aggregateType: 'invoice',
-      aggregateId: randomUUID(),
-      attempts: 10,
-      failedHandlers: ['webhook-fanout'],
-      lastError: 'webhook-fanout: HTTP 500',
-    };
-    const deadEventId = await t.app.get(DataSource).transaction((manager) =>
-      t.app.get(OutboxPublisher).emit(
-        {
-          type: OUTBOX_EVENT_DEAD,
-          aggregateType: 'outbox_event',
-          aggregateId: failed.eventId,
-          organizationId: org.id,
-          payload: failed,
-        },
-        { manager },
-      ),
+    const failed = deadAnnouncement(
+      {
+        eventId: randomUUID(),
+        type: 'invoice.paid',
+        aggregateType: 'invoice',
+        handler: 'webhook-fanout',
+        error: 'HTTP 500',
+      },
+      { organizationId: org.id },
     );
+    const deadEventId = await emitCommitted(t.app, failed);
     await waitUntilDelivered(t.sql);
 
     const deadNotifications = async () => {
@@ -402,7 +388,7 @@ describe('notifications without SMTP', () => {
       );
       return rows;
     };
-    const title = `Delivery of invoice.paid ${failed.eventId} failed for good`;
+    const title = `Delivery of invoice.paid ${failed.payload.eventId} failed for good`;
     const first = await deadNotifications();
     expect(first.map(({ id: _id, ...rest }) => rest)).toEqual(
       ['gina@globex.test', 'hal@globex.test'].map((email) => ({

@@ -1,4 +1,5 @@
-import type { NewOutboxEvent } from '@app/outbox';
+import { randomUUID } from 'node:crypto';
+import { OUTBOX_EVENT_DEAD, type NewOutboxEvent, type OutboxEventDeadPayload } from '@app/outbox';
 
 /** An `invoice.paid` event with every optional field set, for tests that need any valid event. */
 export function invoicePaid(overrides: Partial<NewOutboxEvent> = {}): NewOutboxEvent {
@@ -28,5 +29,42 @@ export function numberedEvent<P extends { n: number }>(
     aggregateId: `agg-${payload.n}`,
     organizationId,
     payload,
+  };
+}
+
+/** A `member.invited` event of member `m-1` with an empty payload, unless overridden. */
+export function memberInvited(overrides: Partial<NewOutboxEvent> = {}): NewOutboxEvent {
+  return {
+    type: 'member.invited',
+    aggregateType: 'member',
+    aggregateId: 'm-1',
+    payload: {},
+    ...overrides,
+  };
+}
+
+/**
+ * The `outbox.event.dead` announcement of an event of `type` on an `aggregateType` that failed
+ * for good after 10 attempts, `handler` last throwing `error`; `envelope` sets its organization
+ * and request. Its aggregate is the dead event, as when the outbox emits one.
+ */
+export function deadAnnouncement(
+  dead: { eventId: string; type: string; aggregateType: string; handler: string; error: string },
+  envelope: Pick<NewOutboxEvent, 'organizationId' | 'requestId'> = {},
+): NewOutboxEvent<OutboxEventDeadPayload> {
+  return {
+    type: OUTBOX_EVENT_DEAD,
+    aggregateType: 'outbox_event',
+    aggregateId: dead.eventId,
+    ...envelope,
+    payload: {
+      eventId: dead.eventId,
+      type: dead.type,
+      aggregateType: dead.aggregateType,
+      aggregateId: randomUUID(),
+      attempts: 10,
+      failedHandlers: [dead.handler],
+      lastError: `${dead.handler}: ${dead.error}`,
+    },
   };
 }
