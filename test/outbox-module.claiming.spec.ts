@@ -1,4 +1,4 @@
-import { Inject, Injectable, type INestApplication } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
@@ -9,7 +9,7 @@ import {
   type OutboxEvent,
   type OutboxModuleOptions,
 } from '@app/outbox';
-import { createOutboxApp, deferred, eventually } from './support/outbox-app';
+import { createOutboxApp, deferred, eventually, useTestLeftovers } from './support/outbox-app';
 import { useTestDatabase } from './support/test-database';
 
 /**
@@ -64,10 +64,9 @@ class AuditLog {
 }
 
 const t = useTestDatabase({ truncateEach: ['outbox_event'] });
-const apps: INestApplication[] = [];
+const { closeAfterTest } = useTestLeftovers();
 
-afterEach(async () => {
-  await Promise.all(apps.splice(0).map((app) => app.close()));
+afterEach(() => {
   jest.restoreAllMocks();
 });
 
@@ -86,7 +85,7 @@ async function instance(outbox: OutboxModuleOptions = {}): Promise<Instance> {
     outbox: { retention: { enabled: false }, ...outbox, autoStart: true },
     providers: [{ provide: INSTANCE_LOG, useValue: log }, Ledger, AuditLog],
   });
-  apps.push(app);
+  closeAfterTest(app);
   return {
     dispatcher: app.get(OutboxDispatcher),
     publisher: app.get(OutboxPublisher),

@@ -12,7 +12,7 @@ import {
   type OutboxModuleOptions,
 } from '@app/outbox';
 import { useTestDatabase } from './support/test-database';
-import { createOutboxApp, deferred, emitCommitted, eventually } from './support/outbox-app';
+import { createOutboxApp, emitCommitted, eventually, useTestLeftovers } from './support/outbox-app';
 import { memberInvited } from './support/events';
 import { startTcpProxy } from './support/tcp-proxy';
 
@@ -56,19 +56,11 @@ class Mailer {
 }
 
 const t = useTestDatabase({ truncateEach: ['outbox_event'] });
-const open = new Set<INestApplication>();
-/** Handlers and claims a test holds, released after it so a failed test leaves nothing hanging. */
-const holds: Array<() => void> = [];
+const { hold, closeAfterTest, close } = useTestLeftovers();
 
 beforeEach(() => {
   behaviour = undefined;
   calls = 0;
-});
-
-afterEach(async () => {
-  for (const release of holds.splice(0)) release();
-  await Promise.all([...open].map((app) => app.close()));
-  open.clear();
 });
 
 async function startApp(
@@ -82,15 +74,9 @@ async function startApp(
     controllers: [HealthController],
     imports: [TerminusModule.forRoot({ logger: false })],
   });
-  open.add(app);
+  closeAfterTest(app);
   await app.listen(0);
   return { app, dispatcher: app.get(OutboxDispatcher) };
-}
-
-function hold(): { promise: Promise<void>; resolve: () => void } {
-  const gate = deferred();
-  holds.push(() => gate.resolve());
-  return gate;
 }
 
 async function emit(app: INestApplication, payload: Record<string, unknown> = {}): Promise<void> {
@@ -304,8 +290,7 @@ describe('OutboxLivenessIndicator', () => {
     await emit(app);
     await eventually('the handler is running', () => calls === 1);
 
-    const closing = app.close();
-    open.delete(app);
+    const closing = close(app);
     try {
       await eventually('the dispatcher is stopping', () => dispatcher.state === 'stopping');
       const readiness = await ready(app);

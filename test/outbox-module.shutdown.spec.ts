@@ -1,9 +1,7 @@
 import { Injectable, Module, type INestApplication, type OnModuleDestroy } from '@nestjs/common';
-import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
   OutboxDispatcher,
-  OutboxPublisher,
   SHUTDOWN_MARGIN_MS,
   type HandlerContext,
   type OutboxDispatcherState,
@@ -11,7 +9,8 @@ import {
   type OutboxModuleOptions,
 } from '@app/outbox';
 import { useTestDatabase } from './support/test-database';
-import { createOutboxApp, deferred, eventually } from './support/outbox-app';
+import { createOutboxApp, emitCommitted, eventually, useTestLeftovers } from './support/outbox-app';
+import { eventsOn } from './support/events';
 import { startTcpProxy } from './support/tcp-proxy';
 
 /** Graceful shutdown through the real module: `app.close()` runs the hooks a SIGTERM would. */
@@ -50,19 +49,11 @@ class FeatureClient implements OnModuleDestroy {
 class FeatureModule {}
 
 const t = useTestDatabase({ truncateEach: ['outbox_event'] });
-/** Apps a test has not closed itself (it failed first): closed after it. */
-const open = new Set<INestApplication>();
-/** Resolvers of handlers a test holds open, so a failed test leaves nothing hanging. */
-const holds: Array<() => void> = [];
+const { hold, closeAfterTest, close } = useTestLeftovers();
 
 beforeEach(() => {
   calls.length = 0;
   behaviour = undefined;
-});
-
-afterEach(async () => {
-  for (const release of holds.splice(0)) release();
-  await Promise.all([...open].map((app) => close(app)));
 });
 
 async function start(outbox: OutboxModuleOptions = {}): Promise<INestApplication> {
@@ -71,37 +62,15 @@ async function start(outbox: OutboxModuleOptions = {}): Promise<INestApplication
     outbox: { retention: { enabled: false }, ...outbox },
     providers: [Mailer],
   });
-  open.add(app);
-  return app;
-}
-
-function close(app: INestApplication): Promise<void> {
-  open.delete(app);
-  return app.close();
-}
-
-/** A handler promise the test resolves; released after the test at the latest. */
-function hold(): { promise: Promise<void>; resolve: () => void } {
-  const gate = deferred();
-  holds.push(() => gate.resolve());
-  return gate;
+  return closeAfterTest(app);
 }
 
 /** Emits the events in one committed transaction, so a single claim sees all of them. */
-async function emit(app: INestApplication, aggregateIds: string[]): Promise<string[]> {
-  const publisher = app.get(OutboxPublisher);
-  return app.get(DataSource).transaction((manager) =>
-    publisher.emit(
-      aggregateIds.map((aggregateId) => ({
-        type: 'member.invited',
-        aggregateType: 'member',
-        aggregateId,
-        payload: { email: `${aggregateId}@example.test` },
-      })),
-      { manager },
-    ),
+const emit = (app: INestApplication, aggregateIds: string[]) =>
+  emitCommitted(
+    app,
+    eventsOn('member.invited', aggregateIds, (member) => ({ email: `${member}@example.test` })),
   );
-}
 
 async function row(id: string) {
   const { rows } = await t.sql.query(
@@ -307,7 +276,7 @@ describe('OutboxModule shutdown', () => {
       providers: [Mailer],
       imports: [FeatureModule],
     });
-    open.add(app);
+    closeAfterTest(app);
     const dispatcher = app.get(OutboxDispatcher);
     await emit(app, ['m-1']);
     await eventually('the handler is running', () => calls.length === 1);

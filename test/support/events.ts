@@ -68,3 +68,20 @@ export function deadAnnouncement(
     },
   };
 }
+
+/**
+ * One event of `type` per aggregate id, on the aggregate named by the type's first word, with
+ * `payload(aggregateId)` as payload (empty by default).
+ */
+export function eventsOn(
+  type: string,
+  aggregateIds: readonly string[],
+  payload: (aggregateId: string) => unknown = () => ({}),
+): NewOutboxEvent[] {
+  return aggregateIds.map((aggregateId) => ({
+    type,
+    aggregateType: type.split('.')[0],
+    aggregateId,
+    payload: payload(aggregateId),
+  }));
+}

@@ -106,6 +106,44 @@ export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T)
   return { promise, resolve };
 }
 
+export interface TestLeftovers {
+  /** A gate a handler can wait on; resolved after the test at the latest. */
+  hold(): { promise: Promise<void>; resolve: () => void };
+  /** `app`, closed after the test unless the test closes it through `close` first. */
+  closeAfterTest<A extends INestApplication>(app: A): A;
+  /** Closes `app` now (the shutdown hooks run), and not again after the test. */
+  close(app: INestApplication): Promise<void>;
+}
+
+/**
+ * What each test leaves open, undone after it so that a failed test leaves nothing hanging:
+ * the gates it holds handlers on are resolved first, then the apps it started are closed.
+ */
+export function useTestLeftovers(): TestLeftovers {
+  const gates: Array<() => void> = [];
+  const open = new Set<INestApplication>();
+  const close = (app: INestApplication) => {
+    open.delete(app);
+    return app.close();
+  };
+  afterEach(async () => {
+    for (const release of gates.splice(0)) release();
+    await Promise.all([...open].map(close));
+  });
+  return {
+    hold() {
+      const gate = deferred();
+      gates.push(() => gate.resolve());
+      return gate;
+    },
+    closeAfterTest(app) {
+      open.add(app);
+      return app;
+    },
+    close,
+  };
+}
+
 /** Emits `event` (or `events`) in a transaction of its own, committed before this resolves. */
 export function emitCommitted<P>(app: INestApplication, event: NewOutboxEvent<P>): Promise<string>;
 export function emitCommitted<P>(
