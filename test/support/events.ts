@@ -85,3 +85,13 @@ export function eventsOn(
     payload: payload(aggregateId),
   }));
 }
+
+/** An `account.credited` event of `account` carrying `n`. */
+export function accountCredited(account: string, n: number): NewOutboxEvent<{ n: number }> {
+  return {
+    type: 'account.credited',
+    aggregateType: 'account',
+    aggregateId: account,
+    payload: { n },
+  };
+}

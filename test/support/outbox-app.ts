@@ -159,6 +159,16 @@ export function emitCommitted(
     .transaction((manager) => app.get(OutboxPublisher).emit(events as NewOutboxEvent, { manager }));
 }
 
+/** Emits each of `events` in a transaction of its own, one after another, as separate requests would. */
+export async function emitEachCommitted(
+  app: INestApplication,
+  events: readonly NewOutboxEvent[],
+): Promise<string[]> {
+  const ids: string[] = [];
+  for (const event of events) ids.push(await emitCommitted(app, event));
+  return ids;
+}
+
 /**
  * The file's database and an outbox app on it (`createOutboxApp` with these options), made
  * before its tests and closed after them. Read `.app`, `.db` and `.sql` inside tests and hooks.
