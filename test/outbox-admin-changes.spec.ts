@@ -16,6 +16,7 @@ import {
   useAdminApp,
   waitingForReplay,
 } from './support/admin-fixture';
+import { failedSettle } from './support/outbox-stores';
 import { emitCommitted } from './support/outbox-app';
 import { memberInvited } from './support/events';
 
@@ -364,22 +365,21 @@ describe('OutboxAdmin.discard', () => {
       [id],
     );
     expect((await t.admin.replay({ ids: [id] }, { handlers: ['mailer'] })).ids).toEqual([id]);
-    const late = await t.app.get(OutboxRepository).markFailed(
-      [
-        {
-          id,
-          attempts,
-          handlers: [],
-          failedHandlers: ['mailer'],
-          error: new Error('late'),
-          retryDelayMs: 0,
-          failures: [{ handler: 'mailer', count: 2, delayMs: null }],
-          pending: [],
-          dead: true,
-        },
-      ],
-      { deadRetryMs: Infinity },
-    );
+    const late = await t.app
+      .get(OutboxRepository)
+      .markFailed(
+        [
+          failedSettle({
+            id,
+            attempts,
+            failedHandlers: ['mailer'],
+            error: new Error('late'),
+            dead: true,
+            failures: [{ handler: 'mailer', count: 2, delayMs: null }],
+          }),
+        ],
+        { deadRetryMs: Infinity },
+      );
     expect(late).toEqual({
       ok: true,
       value: { settled: [], stale: [id], newlyDead: [], retryFrom: null },

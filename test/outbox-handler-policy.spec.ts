@@ -9,6 +9,7 @@ import {
   type OutboxEventDeadPayload,
 } from '@app/outbox';
 import { invoicePaid } from './support/events';
+import { failedSettle } from './support/outbox-stores';
 import { emitCommitted, useOutboxApp } from './support/outbox-app';
 
 /**
@@ -229,22 +230,21 @@ describe('per-handler retry policies', () => {
        WHERE id = $1`,
       [id],
     );
-    const result = await t.app.get(OutboxRepository).markFailed(
-      [
-        {
-          id,
-          attempts: 2,
-          handlers: [],
-          failedHandlers: ['crm-sync'],
-          error: 'crm-sync: timed out',
-          retryDelayMs: 0,
-          failures: [{ handler: 'crm-sync', count: 2, delayMs: null }],
-          pending: [],
-          dead: true,
-        },
-      ],
-      { deadRetryMs: 3_600_000 },
-    );
+    const result = await t.app
+      .get(OutboxRepository)
+      .markFailed(
+        [
+          failedSettle({
+            id,
+            attempts: 2,
+            failedHandlers: ['crm-sync'],
+            error: 'crm-sync: timed out',
+            dead: true,
+            failures: [{ handler: 'crm-sync', count: 2, delayMs: null }],
+          }),
+        ],
+        { deadRetryMs: 3_600_000 },
+      );
     expect(result).toEqual({
       ok: true,
       value: { settled: [id], stale: [], newlyDead: [], retryFrom: expect.any(Number) },

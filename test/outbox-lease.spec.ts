@@ -10,10 +10,12 @@ import {
   type OutboxEventDeadPayload,
   type OutboxRecord,
   type OutboxResult,
+  type MarkFailedOptions,
+  type SettleOutcome,
 } from '@app/outbox';
 import { CLAIM } from '@app/outbox/store/lease/claim.sql';
 import { RetentionStore } from '@app/outbox/store/retention.store';
-import { useOutboxStores } from './support/outbox-stores';
+import { failedSettle, useOutboxStores } from './support/outbox-stores';
 import { invoicePaid } from './support/events';
 import { holdHorizon } from './support/horizon';
 
@@ -34,6 +36,14 @@ const t = useOutboxStores(CHANNEL);
 function value<T>(result: OutboxResult<T>): T {
   if (!result.ok) throw result.error;
   return result.value;
+}
+
+/** Settles one failed attempt (see failedSettle) with `options`; what it wrote. */
+async function failOnce(
+  settle: Parameters<typeof failedSettle>[0],
+  options: MarkFailedOptions = { deadRetryMs: HOUR },
+): Promise<SettleOutcome> {
+  return value(await t.repo.markFailed([failedSettle(settle)], options));
 }
 
 const event = invoicePaid;
@@ -318,24 +328,13 @@ describe('outbox lease proof', () => {
       await t.repo.markDelivered([{ id, attempts: stale.attempts, handlers: ['audit-log'] }]),
     );
     expect(staleDelivered).toEqual({ settled: [], stale: [id] });
-    const staleFailed = value(
-      await t.repo.markFailed(
-        [
-          {
-            id,
-            attempts: stale.attempts,
-            handlers: [],
-            failedHandlers: ['x'],
-            error: 'late',
-            retryDelayMs: 0,
-            failures: [],
-            pending: [],
-            dead: stale.attempts >= 1,
-          },
-        ],
-        { deadRetryMs: HOUR },
-      ),
-    );
+    const staleFailed = await failOnce({
+      id,
+      attempts: stale.attempts,
+      failedHandlers: ['x'],
+      error: 'late',
+      dead: stale.attempts >= 1,
+    });
     expect(staleFailed).toEqual({ settled: [], stale: [id], newlyDead: [], retryFrom: null });
     const untouched = await row(id);
     expect(untouched).toMatchObject({
@@ -358,24 +357,14 @@ describe('outbox lease proof', () => {
 
   it('8b. a failed settle is applied once: retried after it committed, or after the row was given back, it is stale', async () => {
     const fail = async (id: string, attempts: number, error: string) =>
-      value(
-        await t.repo.markFailed(
-          [
-            {
-              id,
-              attempts,
-              handlers: [],
-              failedHandlers: ['h'],
-              error,
-              retryDelayMs: 60_000,
-              failures: [],
-              pending: [],
-              dead: attempts >= 10,
-            },
-          ],
-          { deadRetryMs: HOUR },
-        ),
-      );
+      await failOnce({
+        id,
+        attempts,
+        failedHandlers: ['h'],
+        error,
+        dead: attempts >= 10,
+        retryDelayMs: 60_000,
+      });
     const [id, released] = await enqueue(event(), event());
     const claimed = await claim();
     const attempts = claimed[0].attempts;
@@ -418,24 +407,14 @@ describe('outbox lease proof', () => {
   it('9. partial deliveries from two settles merge; a stale copy never erases a delivered handler', async () => {
     const [id] = await enqueue(event());
     const [attempt1] = await claim();
-    value(
-      await t.repo.markFailed(
-        [
-          {
-            id,
-            attempts: attempt1.attempts,
-            handlers: ['audit-log'],
-            failedHandlers: ['webhook-fanout'],
-            error: new Error('receiver down'),
-            retryDelayMs: 0,
-            failures: [],
-            pending: [],
-            dead: attempt1.attempts >= 10,
-          },
-        ],
-        { deadRetryMs: HOUR },
-      ),
-    );
+    await failOnce({
+      id,
+      attempts: attempt1.attempts,
+      handlers: ['audit-log'],
+      failedHandlers: ['webhook-fanout'],
+      error: new Error('receiver down'),
+      dead: attempt1.attempts >= 10,
+    });
     const auditTime = (await row(id))!.deliveries['audit-log'];
     expect(auditTime).toEqual(expect.any(String));
 
@@ -449,24 +428,13 @@ describe('outbox lease proof', () => {
       ]),
     );
     // A copy of the row from attempt 1, settled late with what it saw then.
-    const late = value(
-      await t.repo.markFailed(
-        [
-          {
-            id,
-            attempts: attempt1.attempts,
-            handlers: [],
-            failedHandlers: ['audit-log', 'webhook-fanout'],
-            error: 'x',
-            retryDelayMs: 0,
-            failures: [],
-            pending: [],
-            dead: attempt1.attempts >= 10,
-          },
-        ],
-        { deadRetryMs: HOUR },
-      ),
-    );
+    const late = await failOnce({
+      id,
+      attempts: attempt1.attempts,
+      failedHandlers: ['audit-log', 'webhook-fanout'],
+      error: 'x',
+      dead: attempt1.attempts >= 10,
+    });
     expect(late.stale).toEqual([id]);
 
     const merged = (await row(id))!.deliveries;
@@ -478,24 +446,14 @@ describe('outbox lease proof', () => {
     const [id] = await enqueue(event());
     const [claimed] = await claim();
     const before = await sqlNow();
-    value(
-      await t.repo.markFailed(
-        [
-          {
-            id,
-            attempts: claimed.attempts,
-            handlers: [],
-            failedHandlers: ['h'],
-            error: 'boom',
-            retryDelayMs: 500,
-            failures: [],
-            pending: [],
-            dead: claimed.attempts >= 10,
-          },
-        ],
-        { deadRetryMs: HOUR },
-      ),
-    );
+    await failOnce({
+      id,
+      attempts: claimed.attempts,
+      failedHandlers: ['h'],
+      error: 'boom',
+      dead: claimed.attempts >= 10,
+      retryDelayMs: 500,
+    });
     const stored = await row(id);
     expect(stored!.lease_expires_at).toBeNull();
     expect(stored!.next_attempt_at.getTime()).toBeGreaterThanOrEqual(before.getTime() + 500);
@@ -509,25 +467,18 @@ describe('outbox lease proof', () => {
 
   it('11. at max attempts the row becomes dead and exactly one outbox.event.dead event exists, also after further failures', async () => {
     const [id] = await enqueue(event({ type: 'member.invited', aggregateId: 'm-7' }));
-    const fail = async (attempts: number) =>
-      value(
-        await t.repo.markFailed(
-          [
-            {
-              id,
-              attempts,
-              handlers: ['audit-log'],
-              failedHandlers: ['webhook-fanout'],
-              error: new Error('503'),
-              retryDelayMs: 0,
-              failures: [],
-              pending: [],
-              dead: attempts >= 3,
-            },
-          ],
-          // Replays are due as soon as the row is dead, so this test can replay it at once.
-          { deadRetryMs: 0 },
-        ),
+    const fail = (attempts: number) =>
+      failOnce(
+        {
+          id,
+          attempts,
+          handlers: ['audit-log'],
+          failedHandlers: ['webhook-fanout'],
+          error: new Error('503'),
+          dead: attempts >= 3,
+        },
+        // Replays are due as soon as the row is dead, so this test can replay it at once.
+        { deadRetryMs: 0 },
       );
 
     for (const attempt of [1, 2]) {
@@ -598,24 +549,13 @@ describe('outbox lease proof', () => {
   it('11b. a dead announcement that itself runs out of attempts announces nothing', async () => {
     const [id] = await enqueue(event({ type: OUTBOX_EVENT_DEAD }));
     const [claimed] = await claim();
-    const outcome = value(
-      await t.repo.markFailed(
-        [
-          {
-            id,
-            attempts: claimed.attempts,
-            handlers: [],
-            failedHandlers: ['h'],
-            error: 'x',
-            retryDelayMs: 0,
-            failures: [],
-            pending: [],
-            dead: claimed.attempts >= 1,
-          },
-        ],
-        { deadRetryMs: HOUR },
-      ),
-    );
+    const outcome = await failOnce({
+      id,
+      attempts: claimed.attempts,
+      failedHandlers: ['h'],
+      error: 'x',
+      dead: claimed.attempts >= 1,
+    });
     expect(outcome.newlyDead).toEqual([id]);
     const { rows } = await t.sql.query('SELECT count(*)::int AS n FROM outbox_event');
     expect(rows[0].n).toBe(1);
@@ -625,23 +565,15 @@ describe('outbox lease proof', () => {
     const [deadId] = await enqueue(event({ type: 'dead.one' }));
     const [claimed] = await claim();
     const deadRetryMs = 500;
-    value(
-      await t.repo.markFailed(
-        [
-          {
-            id: deadId,
-            attempts: claimed.attempts,
-            handlers: [],
-            failedHandlers: ['h'],
-            error: 'x',
-            retryDelayMs: 0,
-            failures: [],
-            pending: [],
-            dead: claimed.attempts >= 1,
-          },
-        ],
-        { deadRetryMs },
-      ),
+    await failOnce(
+      {
+        id: deadId,
+        attempts: claimed.attempts,
+        failedHandlers: ['h'],
+        error: 'x',
+        dead: claimed.attempts >= 1,
+      },
+      { deadRetryMs },
     );
     const dead = (await row(deadId))!;
     const deadAt = dead.dead_at as Date;
@@ -696,23 +628,16 @@ describe('outbox lease proof', () => {
   it('13. a dead row delivered on replay counts as delivered and leaves the dead set', async () => {
     const [id] = await enqueue(event({ type: 'replayed' }));
     const [claimed] = await claim(10, { types: ['replayed'] });
-    value(
-      await t.repo.markFailed(
-        [
-          {
-            id,
-            attempts: claimed.attempts,
-            handlers: ['a'],
-            failedHandlers: ['b'],
-            error: 'x',
-            retryDelayMs: 0,
-            failures: [],
-            pending: [],
-            dead: claimed.attempts >= 1,
-          },
-        ],
-        { deadRetryMs: 0 },
-      ),
+    await failOnce(
+      {
+        id,
+        attempts: claimed.attempts,
+        handlers: ['a'],
+        failedHandlers: ['b'],
+        error: 'x',
+        dead: claimed.attempts >= 1,
+      },
+      { deadRetryMs: 0 },
     );
     expect(value(await t.repo.pendingState({ types: ['replayed'] })).dead).toBe(1);
 
@@ -1044,24 +969,13 @@ describe('outbox lease proof', () => {
     const secretError = new Error(
       `connect to postgres://app:pa55word@db:5432/app failed; Authorization: Bearer tok_ABCDEFGH123; ${'x'.repeat(5000)}`,
     );
-    value(
-      await t.repo.markFailed(
-        [
-          {
-            id,
-            attempts: claimed.attempts,
-            handlers: [],
-            failedHandlers: ['h'],
-            error: secretError,
-            retryDelayMs: 0,
-            failures: [],
-            pending: [],
-            dead: claimed.attempts >= 1,
-          },
-        ],
-        { deadRetryMs: HOUR },
-      ),
-    );
+    await failOnce({
+      id,
+      attempts: claimed.attempts,
+      failedHandlers: ['h'],
+      error: secretError,
+      dead: claimed.attempts >= 1,
+    });
     const stored = (await row(id))!.last_error as string;
     expect(stored).toContain('postgres://[redacted]@db:5432/app failed');
     expect(stored).not.toContain('pa55word');

@@ -1,4 +1,4 @@
-import { OutboxRepository } from '@app/outbox';
+import { OutboxRepository, type FailedSettle } from '@app/outbox';
 import { OutboxEmitStore } from '@app/outbox/store/emit/emit.store';
 import { RetentionStore } from '@app/outbox/store/retention.store';
 import { useTestDatabase, type TestDatabaseFixture } from './test-database';
@@ -46,4 +46,16 @@ export function useOutboxStores(channel?: string): OutboxStoresFixture {
       return ready().retention;
     },
   };
+}
+
+/**
+ * A settle of a failed attempt as the engine reports one: `failedHandlers` threw `error` in the
+ * attempt the claim returned. Unless given, no handler delivered, none has a failure count or a
+ * retry time, and the event is due again at once; whether it becomes dead is always the caller's.
+ */
+export function failedSettle(
+  settle: Pick<FailedSettle, 'id' | 'attempts' | 'failedHandlers' | 'error' | 'dead'> &
+    Partial<FailedSettle>,
+): FailedSettle {
+  return { handlers: [], retryDelayMs: 0, failures: [], pending: [], ...settle };
 }
