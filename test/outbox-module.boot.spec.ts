@@ -58,35 +58,74 @@ async function bootFailure(
 }
 
 describe('OutboxModule boot failures', () => {
-  it('a handler name that is not kebab-case fails the boot', async () => {
-    @Injectable()
-    class Camel {
-      @OnOutboxEvent('webhookFanout', { events: ['x'] })
-      handle() {}
-    }
-    const error = await bootFailure([Camel]);
-    expect(error).toBeInstanceOf(InvalidOutboxHandlerNameError);
-    expect(error.message).toBe(
-      'Outbox handler name "webhookFanout" on Camel.handle must be kebab-case (lowercase letters and digits separated by single dashes, for example "webhook-fanout")',
-    );
-  });
+  @Injectable()
+  class Camel {
+    @OnOutboxEvent('webhookFanout', { events: ['x'] })
+    handle() {}
+  }
+  @Injectable()
+  class First {
+    @OnOutboxEvent('audit-log', { events: ['invoice.paid', 'x'] })
+    handle() {}
+  }
+  @Injectable()
+  class Second {
+    @OnOutboxEvent('audit-log', { events: '*' })
+    handle() {}
+  }
+  @Injectable({ scope: Scope.REQUEST })
+  class PerRequest {
+    @OnOutboxEvent('per-request', { events: ['x'] })
+    handle() {}
+  }
+  @Injectable()
+  class Nothing {
+    @OnOutboxEvent('nothing', { events: [] })
+    handle() {}
+  }
+  @Injectable()
+  class Slow {
+    @OnOutboxEvent('slow-export', { events: ['report.requested'], timeoutMs: 60_000 })
+    handle() {}
+  }
 
-  it('two handlers with one name for the same event type fail the boot', async () => {
-    @Injectable()
-    class First {
-      @OnOutboxEvent('audit-log', { events: ['invoice.paid', 'x'] })
-      handle() {}
-    }
-    @Injectable()
-    class Second {
-      @OnOutboxEvent('audit-log', { events: '*' })
-      handle() {}
-    }
-    const error = await bootFailure([First, Second]);
-    expect(error).toBeInstanceOf(DuplicateOutboxHandlerError);
-    expect(error.message).toMatch(
-      /^Outbox handler name "audit-log" is used twice for event type "(invoice\.paid|\*)": First\.handle and Second\.handle; give each handler its own name$/,
-    );
+  it.each([
+    [
+      'a handler name that is not kebab-case fails the boot',
+      [Camel],
+      InvalidOutboxHandlerNameError,
+      'Outbox handler name "webhookFanout" on Camel.handle must be kebab-case (lowercase letters and digits separated by single dashes, for example "webhook-fanout")',
+    ],
+    [
+      'two handlers with one name for the same event type fail the boot',
+      [First, Second],
+      DuplicateOutboxHandlerError,
+      expect.stringMatching(
+        /^Outbox handler name "audit-log" is used twice for event type "(invoice\.paid|\*)": First\.handle and Second\.handle; give each handler its own name$/,
+      ),
+    ],
+    [
+      'a handler on a request-scoped provider fails the boot',
+      [PerRequest],
+      ScopedOutboxHandlerError,
+      'Outbox handler "per-request" on PerRequest.handle belongs to a request- or transient-scoped provider; outbox handlers run outside any request, so the provider must be a singleton',
+    ],
+    [
+      'an empty events list fails the boot',
+      [Nothing],
+      EmptyOutboxHandlerEventsError,
+      `Outbox handler "nothing" on Nothing.handle subscribes to no event: events must be '*' or a non-empty list of event types, got []`,
+    ],
+    [
+      "a handler's own timeoutMs the lease cannot cover fails the boot, naming the handler, the value and the lease",
+      [Slow],
+      InvalidOutboxHandlerTimeoutError,
+      'Outbox handler "slow-export" on Slow.handle has timeoutMs 60000: it must be an integer from 1, and the lease (leaseMs 60000) must cover it plus 1000 ms to settle, so a claimed event is settled before another instance may claim it',
+    ],
+  ])('%s', async (_title, providers, errorClass, message) => {
+    const error = await bootFailure(providers);
+    expect(error).toBeInstanceOf(errorClass);
+    expect(error.message).toEqual(message);
   });
 
   it('one name on different event types is allowed', async () => {
@@ -103,45 +142,6 @@ describe('OutboxModule boot failures', () => {
       providers: [Split],
     });
     await app.close();
-  });
-
-  it('a handler on a request-scoped provider fails the boot', async () => {
-    @Injectable({ scope: Scope.REQUEST })
-    class PerRequest {
-      @OnOutboxEvent('per-request', { events: ['x'] })
-      handle() {}
-    }
-    const error = await bootFailure([PerRequest]);
-    expect(error).toBeInstanceOf(ScopedOutboxHandlerError);
-    expect(error.message).toBe(
-      'Outbox handler "per-request" on PerRequest.handle belongs to a request- or transient-scoped provider; outbox handlers run outside any request, so the provider must be a singleton',
-    );
-  });
-
-  it('an empty events list fails the boot', async () => {
-    @Injectable()
-    class Nothing {
-      @OnOutboxEvent('nothing', { events: [] })
-      handle() {}
-    }
-    const error = await bootFailure([Nothing]);
-    expect(error).toBeInstanceOf(EmptyOutboxHandlerEventsError);
-    expect(error.message).toBe(
-      `Outbox handler "nothing" on Nothing.handle subscribes to no event: events must be '*' or a non-empty list of event types, got []`,
-    );
-  });
-
-  it("a handler's own timeoutMs the lease cannot cover fails the boot, naming the handler, the value and the lease", async () => {
-    @Injectable()
-    class Slow {
-      @OnOutboxEvent('slow-export', { events: ['report.requested'], timeoutMs: 60_000 })
-      handle() {}
-    }
-    const error = await bootFailure([Slow]);
-    expect(error).toBeInstanceOf(InvalidOutboxHandlerTimeoutError);
-    expect(error.message).toBe(
-      'Outbox handler "slow-export" on Slow.handle has timeoutMs 60000: it must be an integer from 1, and the lease (leaseMs 60000) must cover it plus 1000 ms to settle, so a claimed event is settled before another instance may claim it',
-    );
   });
 
   it('the handlers option overrides a handler, is checked like the decorator, and must name a handler', async () => {
