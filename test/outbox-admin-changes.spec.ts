@@ -365,21 +365,19 @@ describe('OutboxAdmin.discard', () => {
       [id],
     );
     expect((await t.admin.replay({ ids: [id] }, { handlers: ['mailer'] })).ids).toEqual([id]);
-    const late = await t.app
-      .get(OutboxRepository)
-      .markFailed(
-        [
-          failedSettle({
-            id,
-            attempts,
-            failedHandlers: ['mailer'],
-            error: new Error('late'),
-            dead: true,
-            failures: [{ handler: 'mailer', count: 2, delayMs: null }],
-          }),
-        ],
-        { deadRetryMs: Infinity },
-      );
+    const late = await t.app.get(OutboxRepository).markFailed(
+      [
+        failedSettle({
+          id,
+          attempts,
+          failedHandlers: ['mailer'],
+          error: new Error('late'),
+          dead: true,
+          failures: [{ handler: 'mailer', count: 2, delayMs: null }],
+        }),
+      ],
+      { deadRetryMs: Infinity },
+    );
     expect(late).toEqual({
       ok: true,
       value: { settled: [], stale: [id], newlyDead: [], retryFrom: null },

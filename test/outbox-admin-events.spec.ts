@@ -1,12 +1,12 @@
-import { Injectable } from '@nestjs/common';
-import {
-  OnOutboxEvent,
-  OutboxRepository,
-  type OutboxEvent,
-  type OutboxEventsFilter,
-} from '@app/outbox';
+import { OutboxRepository, type OutboxEventsFilter } from '@app/outbox';
 import { drainUntilIdle } from '@app/outbox/testing';
-import { adminRefusal, readAllPages, useAdminApp } from './support/admin-fixture';
+import {
+  adminRefusal,
+  OutageHandlers,
+  readAllPages,
+  useAdminApp,
+  type OutagePayload,
+} from './support/admin-fixture';
 import { numberedEvent } from './support/events';
 import { emitCommitted } from './support/outbox-app';
 
@@ -16,33 +16,15 @@ import { emitCommitted } from './support/outbox-app';
  * events that really ran, failed, died, were discarded and are under a lease.
  */
 
-type Payload = { n: number; mail?: 'down' };
-
-@Injectable()
-class Handlers {
-  @OnOutboxEvent('mailer', { events: ['member.invited', 'invoice.paid'] })
-  mailer(event: OutboxEvent<Payload>) {
-    if (event.payload.mail === 'down') throw new Error(`SMTP 421 busy, queue ${event.payload.n}`);
-  }
-
-  @OnOutboxEvent('ledger', { events: ['invoice.paid'] })
-  ledger() {}
-
-  @OnOutboxEvent('reporter', { events: ['report.requested'], maxAttempts: 3, retry: [3_600_000] })
-  reporter() {
-    throw new Error('report service unavailable');
-  }
-}
-
 const TYPES = ['invoice.paid', 'member.invited', 'report.requested'];
 
 const t = useAdminApp({
   testing: { maxAttempts: 1 },
-  providers: [Handlers],
+  providers: [OutageHandlers],
   truncateEach: ['outbox_event'],
 });
 
-const event = (type: string, payload: Payload, organizationId = 'org-a') =>
+const event = (type: string, payload: OutagePayload, organizationId = 'org-a') =>
   numberedEvent(type, payload, organizationId);
 
 /** The order `events` promises, read from the table with microseconds. */

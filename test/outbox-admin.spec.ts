@@ -6,39 +6,33 @@ import {
   type OutboxEvent,
 } from '@app/outbox';
 import { drainUntilIdle } from '@app/outbox/testing';
-import { adminRefusal, readAllPages, useAdminApp } from './support/admin-fixture';
+import {
+  adminRefusal,
+  OutageHandlers,
+  readAllPages,
+  useAdminApp,
+  type OutagePayload,
+} from './support/admin-fixture';
 import { numberedEvent } from './support/events';
 import { emitCommitted } from './support/outbox-app';
 
 /** OutboxAdmin: dead letters listed, paged, grouped and shown, on events that really failed. */
 
-type Payload = { n: number; mail?: 'down'; card?: 'declined'; slow?: true };
+type Payload = OutagePayload & { card?: 'declined'; slow?: true };
 
+/** Besides the outage's handlers: `billing` (invoice.paid) throws for a declined card. */
 @Injectable()
-class Handlers {
-  @OnOutboxEvent('mailer', { events: ['member.invited', 'invoice.paid'] })
-  mailer(event: OutboxEvent<Payload>) {
-    if (event.payload.mail === 'down') throw new Error(`SMTP 421 busy, queue ${event.payload.n}`);
-  }
-
-  @OnOutboxEvent('ledger', { events: ['invoice.paid'] })
-  ledger() {}
-
+class Billing {
   @OnOutboxEvent('billing', { events: ['invoice.paid'] })
   billing(event: OutboxEvent<Payload>) {
     if (event.payload.card === 'declined')
       throw new Error(`card ending ${event.payload.n} declined`);
   }
-
-  @OnOutboxEvent('slowpoke', { events: ['report.requested'], maxAttempts: 3, retry: [3_600_000] })
-  slowpoke() {
-    throw new Error('report service unavailable');
-  }
 }
 
 const t = useAdminApp({
   testing: { maxAttempts: 1 },
-  providers: [Handlers],
+  providers: [OutageHandlers, Billing],
   truncateEach: ['outbox_event'],
 });
 
@@ -119,7 +113,7 @@ describe('OutboxAdmin.list', () => {
         id: report,
         state: 'retrying',
         deadAt: null,
-        failedHandlers: [{ name: 'slowpoke', failures: 1 }],
+        failedHandlers: [{ name: 'reporter', failures: 1 }],
       },
     ]);
     expect(withRetrying.items[0].failedHandlers[0].retryAt!.getTime()).toBeGreaterThan(Date.now());

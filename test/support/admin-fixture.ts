@@ -1,9 +1,48 @@
-import type { DynamicModule, INestApplication, Provider } from '@nestjs/common';
+import {
+  Injectable,
+  type DynamicModule,
+  type INestApplication,
+  type Provider,
+} from '@nestjs/common';
 import type { DataSource } from 'typeorm';
-import { InvalidOutboxAdminQueryError, OutboxAdmin, type OutboxModuleOptions } from '@app/outbox';
+import {
+  InvalidOutboxAdminQueryError,
+  OnOutboxEvent,
+  OutboxAdmin,
+  type OutboxEvent,
+  type OutboxModuleOptions,
+} from '@app/outbox';
 import { outboxTestingOptions } from '@app/outbox/testing';
 import { useOutboxApp } from './outbox-app';
 import type { TestAppFixture } from './test-database';
+
+/** What the events of the admin specs carry: `n` tells them apart; `mail: 'down'` fails the mailer. */
+export interface OutagePayload {
+  n: number;
+  mail?: 'down';
+}
+
+/**
+ * Handlers an outage leaves dead letters behind for: `mailer` (member.invited, invoice.paid)
+ * throws `SMTP 421 busy, queue <n>` while the event's mail is down, `ledger` (invoice.paid)
+ * always delivers, and `reporter` (report.requested) always fails, retrying an hour later, three
+ * attempts in all.
+ */
+@Injectable()
+export class OutageHandlers {
+  @OnOutboxEvent('mailer', { events: ['member.invited', 'invoice.paid'] })
+  mailer(event: OutboxEvent<OutagePayload>) {
+    if (event.payload.mail === 'down') throw new Error(`SMTP 421 busy, queue ${event.payload.n}`);
+  }
+
+  @OnOutboxEvent('ledger', { events: ['invoice.paid'] })
+  ledger() {}
+
+  @OnOutboxEvent('reporter', { events: ['report.requested'], maxAttempts: 3, retry: [3_600_000] })
+  reporter() {
+    throw new Error('report service unavailable');
+  }
+}
 
 export interface AdminAppOptions {
   /** Overrides of `outboxTestingOptions`: no dispatcher runs, a test drains. */
