@@ -10,7 +10,7 @@ import {
   type OutboxEvent,
   type OutboxModuleOptions,
 } from '@app/outbox';
-import { useTestDatabase } from './support/test-database';
+import { eventRow, useTestDatabase } from './support/test-database';
 import { createOutboxApp, emitCommitted, eventually, useTestLeftovers } from './support/outbox-app';
 import { eventsOn } from './support/events';
 import { LogCapture } from './support/log-capture';
@@ -76,10 +76,7 @@ const emit = (app: INestApplication, aggregateIds: string[]) =>
     eventsOn('task.queued', aggregateIds, (task) => ({ task })),
   );
 
-async function row(id: string) {
-  const { rows } = await database.sql.query('SELECT * FROM outbox_event WHERE id = $1', [id]);
-  return rows[0];
-}
+const row = (id: string) => eventRow(database.sql, id);
 
 async function delivered(ids: string[]): Promise<boolean> {
   const { rows } = await database.sql.query(

@@ -230,21 +230,19 @@ describe('per-handler retry policies', () => {
        WHERE id = $1`,
       [id],
     );
-    const result = await t.app
-      .get(OutboxRepository)
-      .markFailed(
-        [
-          failedSettle({
-            id,
-            attempts: 2,
-            failedHandlers: ['crm-sync'],
-            error: 'crm-sync: timed out',
-            dead: true,
-            failures: [{ handler: 'crm-sync', count: 2, delayMs: null }],
-          }),
-        ],
-        { deadRetryMs: 3_600_000 },
-      );
+    const result = await t.app.get(OutboxRepository).markFailed(
+      [
+        failedSettle({
+          id,
+          attempts: 2,
+          failedHandlers: ['crm-sync'],
+          error: 'crm-sync: timed out',
+          dead: true,
+          failures: [{ handler: 'crm-sync', count: 2, delayMs: null }],
+        }),
+      ],
+      { deadRetryMs: 3_600_000 },
+    );
     expect(result).toEqual({
       ok: true,
       value: { settled: [id], stale: [], newlyDead: [], retryFrom: expect.any(Number) },

@@ -15,6 +15,7 @@ import {
 } from '@app/outbox';
 import { CLAIM } from '@app/outbox/store/lease/claim.sql';
 import { RetentionStore } from '@app/outbox/store/retention.store';
+import { eventRow } from './support/test-database';
 import { failedSettle, useOutboxStores } from './support/outbox-stores';
 import { invoicePaid } from './support/events';
 import { holdHorizon } from './support/horizon';
@@ -65,10 +66,7 @@ async function claim(
   return value(await t.repo.claim({ limit, ...LEASE, ...options }));
 }
 
-async function row(id: string) {
-  const { rows } = await t.sql.query('SELECT * FROM outbox_event WHERE id = $1', [id]);
-  return rows[0] as Record<string, any> | undefined;
-}
+const row = (id: string) => eventRow(t.sql, id);
 
 /**
  * Ends the lease of a row as if its time had run out, on the SQL clock. The claim wrote the lease

@@ -10,7 +10,7 @@ import {
   type OutboxModuleOptions,
 } from '@app/outbox';
 import { createOutboxApp, deferred, eventually, useTestLeftovers } from './support/outbox-app';
-import { useTestDatabase } from './support/test-database';
+import { eventRow, useTestDatabase } from './support/test-database';
 
 /**
  * What the running dispatcher claims: two instances sharing one table, a `types` filter, and
@@ -112,10 +112,7 @@ async function undelivered(): Promise<number> {
   return rows[0].n;
 }
 
-async function row(id: string) {
-  const { rows } = await t.sql.query('SELECT * FROM outbox_event WHERE id = $1', [id]);
-  return rows[0];
-}
+const row = (id: string) => eventRow(t.sql, id);
 
 describe('OutboxModule claiming', () => {
   it('two instances on one database deliver 1,000 events with every handler run exactly once per event, and both take part', async () => {

@@ -13,6 +13,7 @@ import {
 } from '@app/outbox';
 import { invoicePaid } from './support/events';
 import { eventually, useOutboxApp } from './support/outbox-app';
+import { eventRow } from './support/test-database';
 
 /** Delivery through the real module: emit, handlers, retries, dead events. */
 
@@ -112,10 +113,7 @@ async function drainUntilIdle(): Promise<void> {
   throw new Error('outbox did not become idle');
 }
 
-async function row(id: string) {
-  const { rows } = await t.sql.query('SELECT * FROM outbox_event WHERE id = $1', [id]);
-  return rows[0];
-}
+const row = (id: string) => eventRow(t.sql, id);
 
 describe('OutboxModule delivery', () => {
   it("emit with returning: 'result' tells a repeated event from a new one; a duplicate runs no handler again", async () => {

@@ -11,7 +11,7 @@ import {
 } from '@app/outbox';
 import { createOutboxApp, eventually } from './support/outbox-app';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy';
-import { useTestDatabase } from './support/test-database';
+import { eventRow, useTestDatabase } from './support/test-database';
 
 /**
  * The running dispatcher and its LISTEN connection, through the real module: every test uses a
@@ -147,10 +147,7 @@ async function listenerBackends(): Promise<number[]> {
   return rows.map((row) => row.pid);
 }
 
-async function row(id: string) {
-  const { rows } = await t.sql.query('SELECT * FROM outbox_event WHERE id = $1', [id]);
-  return rows[0];
-}
+const row = (id: string) => eventRow(t.sql, id);
 
 describe('OutboxModule listener', () => {
   it('delivers an event promptly on its NOTIFY although the poll is ten minutes away', async () => {

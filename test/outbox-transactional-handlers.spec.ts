@@ -14,7 +14,7 @@ import {
 } from '@app/outbox';
 import { invoicePaid } from './support/events';
 import { clsTransactionsModule } from './support/cls-transactions';
-import { useTestApp } from './support/test-database';
+import { eventRow, useTestApp } from './support/test-database';
 import { createOutboxApp, deferred, emitCommitted, eventually } from './support/outbox-app';
 
 /**
@@ -135,10 +135,7 @@ async function effects(eventId: string): Promise<number> {
   return rows[0].n;
 }
 
-async function outboxRow(id: string) {
-  const { rows } = await t.sql.query('SELECT * FROM outbox_event WHERE id = $1', [id]);
-  return rows[0];
-}
+const outboxRow = (id: string) => eventRow(t.sql, id);
 
 describe('transactional handlers', () => {
   it("commit the handler's writes with its delivery record", async () => {

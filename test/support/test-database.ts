@@ -150,3 +150,9 @@ export function useTestApp<App extends { close(): Promise<unknown> } | undefined
     },
   };
 }
+
+/** Every column of the outbox_event row `id`, as pg reads it; undefined when there is none. */
+export async function eventRow(sql: Client, id: string): Promise<any> {
+  const { rows } = await sql.query('SELECT * FROM outbox_event WHERE id = $1', [id]);
+  return rows[0];
+}
