@@ -16,7 +16,7 @@ import { outboxTestingOptions } from '@app/outbox/testing';
 import { useOutboxApp } from './outbox-app';
 import type { TestAppFixture } from './test-database';
 
-/** What the events of the admin specs carry: `n` tells them apart; `mail: 'down'` fails the mailer. */
+/** What the admin specs' events carry: `n` tells them apart; `mail: 'down'` fails the mailer. */
 export interface OutagePayload {
   n: number;
   mail?: 'down';
@@ -108,7 +108,7 @@ export async function waitingForReplay(dataSource: DataSource): Promise<number> 
   return waiting;
 }
 
-/** The claim a change by filter of `kind` by `actor` holds for another minute, as its process does. */
+/** The claim of a change by filter (`kind`, by `actor`) that a running process holds a minute. */
 export async function claimAdminChange(
   dataSource: DataSource,
   kind: 'replay' | 'discard',

@@ -159,7 +159,7 @@ export function emitCommitted(
     .transaction((manager) => app.get(OutboxPublisher).emit(events as NewOutboxEvent, { manager }));
 }
 
-/** Emits each of `events` in a transaction of its own, one after another, as separate requests would. */
+/** Emits each of `events` in a transaction of its own, one after another, as requests would. */
 export async function emitEachCommitted(
   app: INestApplication,
   events: readonly NewOutboxEvent[],
