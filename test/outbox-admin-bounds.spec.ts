@@ -1,17 +1,20 @@
 import { randomUUID } from 'node:crypto';
-import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import {
-  InvalidOutboxAdminQueryError,
   OUTBOX_EVENT_DISCARDED,
   OUTBOX_EVENT_REPLAYED,
   OutboxAdmin,
   OutboxAdminChangeInProgressError,
 } from '@app/outbox';
 import { AdminStore } from '@app/outbox/store/admin/admin.store';
-import { outboxTestingOptions } from '@app/outbox/testing';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { createOutboxApp } from './support/outbox-app';
+import {
+  adminRefusal,
+  claimAdminChange,
+  insertDeadRows,
+  useAdminApp,
+  waitingForReplay,
+} from './support/admin-fixture';
+import { eventually } from './support/outbox-app';
 
 /**
  * A replay or discard by filter is bounded: it stops at `maxRows` or its time budget and answers
@@ -19,45 +22,18 @@ import { createOutboxApp } from './support/outbox-app';
  * time, whichever process starts a second.
  */
 
-let db: TestDatabase;
-let app: INestApplication;
-let admin: OutboxAdmin;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
+const t = useAdminApp({
   // A long lock timeout: the concurrency test holds a row lock that the first change waits on.
-  app = await createOutboxApp({
-    url: db.url,
-    outbox: outboxTestingOptions({ lockTimeoutMs: 20_000 }),
-  });
-  admin = app.get(OutboxAdmin);
-});
-
-afterAll(async () => {
-  await app?.close();
-  await db?.close();
-});
-
-beforeEach(async () => {
-  await db.dataSource.query('TRUNCATE outbox_event, outbox_admin_change');
+  testing: { lockTimeoutMs: 20_000 },
+  truncateEach: ['outbox_event', 'outbox_admin_change'],
 });
 
 /** `count` dead rows of `type` that `mailer` failed, waiting for a replay. */
-async function insertDead(type: string, count: number): Promise<void> {
-  await db.dataSource.query(
-    `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, attempts, dead_at,
-                               next_attempt_at, failures, last_error)
-     SELECT gen_random_uuid(), $1, 'thing', 'a-' || n, '{}', 1, now(),
-            '9999-12-31 00:00:00+00', '{"mailer": {"count": 1, "retryAt": null}}',
-            'mailer: Error: 421'
-     FROM generate_series(1, $2::int) AS n`,
-    [type, count],
-  );
-}
+const insertDead = (type: string, count: number) => insertDeadRows(t.db.dataSource, type, count);
 
 /** The events a change recorded (`outbox.event.replayed` / `discarded`): which, and their type. */
 async function recorded(kind: string): Promise<{ eventId: string; type: string }[]> {
-  return db.dataSource.query(
+  return t.db.dataSource.query(
     `SELECT payload ->> 'eventId' AS "eventId", payload ->> 'type' AS type
      FROM outbox_event WHERE type = $1 ORDER BY payload ->> 'eventId'`,
     [kind],
@@ -76,7 +52,7 @@ describe('a change by filter is bounded', () => {
     await insertDead('invoice.paid', 300);
     const selector = { filter: { handler: 'mailer' } };
 
-    const first = await admin.replay(selector, { maxRows: 700, actor: 'ops:ana' });
+    const first = await t.admin.replay(selector, { maxRows: 700, actor: 'ops:ana' });
     const firstRecorded = await recorded(OUTBOX_EVENT_REPLAYED);
     expect(first).toMatchObject({ dryRun: false, count: 700, stoppedBy: 'maxRows' });
     expect(first.cursor).toEqual(expect.any(String));
@@ -93,7 +69,7 @@ describe('a change by filter is bounded', () => {
         .slice(0, 100),
     );
 
-    const rest = await admin.replay(selector, { after: first.cursor!, actor: 'ops:ana' });
+    const rest = await t.admin.replay(selector, { after: first.cursor!, actor: 'ops:ana' });
     expect(rest).toMatchObject({ count: 800, cursor: null, stoppedBy: null });
     const all = await recorded(OUTBOX_EVENT_REPLAYED);
     // No event twice, none missed: 1,500 recorded for 1,500 distinct dead events.
@@ -102,16 +78,12 @@ describe('a change by filter is bounded', () => {
     expect(byType(all)).toEqual({ 'member.invited': 1200, 'invoice.paid': 300 });
     const firstIds = new Set(firstRecorded.map((r) => r.eventId));
     expect(rest.countsByType).toEqual(byType(all.filter((r) => !firstIds.has(r.eventId))));
-    const [{ waiting }] = await db.dataSource.query<{ waiting: number }[]>(
-      `SELECT count(*)::int AS waiting FROM outbox_event
-       WHERE next_attempt_at = '9999-12-31 00:00:00+00'`,
-    );
-    expect(waiting).toBe(0);
+    expect(await waitingForReplay(t.db.dataSource)).toBe(0);
   });
 
   it('bounds a dry run the same way, changing nothing', async () => {
     await insertDead('member.invited', 1200);
-    const dry = await admin.discard(
+    const dry = await t.admin.discard(
       { filter: { types: ['member.invited'] } },
       { reason: 'x', dryRun: true, maxRows: 1000 },
     );
@@ -121,7 +93,7 @@ describe('a change by filter is bounded', () => {
       countsByType: { 'member.invited': 1000 },
       stoppedBy: 'maxRows',
     });
-    const rest = await admin.discard(
+    const rest = await t.admin.discard(
       { filter: { types: ['member.invited'] } },
       { reason: 'x', dryRun: true, after: dry.cursor! },
     );
@@ -131,7 +103,7 @@ describe('a change by filter is bounded', () => {
 
   it('stops once its time budget has passed, after the batch running then', async () => {
     await insertDead('member.invited', 1200);
-    const first = await admin.discard(
+    const first = await t.admin.discard(
       { filter: { types: ['member.invited'] } },
       { reason: 'poison', timeBudgetMs: 1 },
     );
@@ -140,7 +112,7 @@ describe('a change by filter is bounded', () => {
     expect(first.cursor).toEqual(expect.any(String));
     expect(await recorded(OUTBOX_EVENT_DISCARDED)).toHaveLength(500);
 
-    const rest = await admin.discard(
+    const rest = await t.admin.discard(
       { filter: { types: ['member.invited'] } },
       { reason: 'poison', after: first.cursor! },
     );
@@ -153,9 +125,9 @@ describe('a change by filter is bounded', () => {
     await insertDead('member.invited', 2);
     await insertDead('invoice.paid', 1);
     const ids = (
-      await db.dataSource.query<{ id: string }[]>(`SELECT id FROM outbox_event ORDER BY id`)
+      await t.db.dataSource.query<{ id: string }[]>(`SELECT id FROM outbox_event ORDER BY id`)
     ).map((r) => r.id);
-    const change = await admin.replay({ ids });
+    const change = await t.admin.replay({ ids });
     expect(change).toEqual({
       dryRun: false,
       count: 3,
@@ -166,9 +138,8 @@ describe('a change by filter is bounded', () => {
       cursor: null,
       stoppedBy: null,
     });
-    const error = await admin.replay({ ids }, { maxRows: 5 }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(InvalidOutboxAdminQueryError);
-    expect((error as InvalidOutboxAdminQueryError).field).toBe('options.maxRows');
+    const error = await adminRefusal(() => t.admin.replay({ ids }, { maxRows: 5 }));
+    expect(error.field).toBe('options.maxRows');
   });
 
   it.each([
@@ -190,11 +161,10 @@ describe('a change by filter is bounded', () => {
     ],
   ])('refuses %s %j, naming it, before writing anything', async (field, options) => {
     await insertDead('member.invited', 1);
-    const error = await admin
-      .replay({ filter: { types: ['member.invited'] } }, options as never)
-      .catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(InvalidOutboxAdminQueryError);
-    expect((error as InvalidOutboxAdminQueryError).field).toBe(field);
+    const error = await adminRefusal(() =>
+      t.admin.replay({ filter: { types: ['member.invited'] } }, options as never),
+    );
+    expect(error.field).toBe(field);
     expect(await recorded(OUTBOX_EVENT_REPLAYED)).toEqual([]);
   });
 });
@@ -204,9 +174,9 @@ describe('one change by filter at a time', () => {
     await insertDead('member.invited', 600);
     await insertDead('invoice.paid', 3);
     // Another process: its own DataSource and OutboxAdmin.
-    const other = new DataSource({ type: 'postgres', url: db.url });
+    const other = new DataSource({ type: 'postgres', url: t.db.url });
     await other.initialize();
-    const blocker = db.dataSource.createQueryRunner();
+    const blocker = t.db.dataSource.createQueryRunner();
     try {
       const otherAdmin = new OutboxAdmin(new AdminStore(other));
       // Makes the first change slow: its first batch waits for a row another transaction holds.
@@ -215,9 +185,9 @@ describe('one change by filter at a time', () => {
       await blocker.query(
         `SELECT id FROM outbox_event WHERE type = 'member.invited' ORDER BY id LIMIT 1 FOR UPDATE`,
       );
-      const first = admin.replay({ filter: { types: ['member.invited'] } }, { actor: 'ops:ana' });
-      await waitFor(async () => {
-        const [{ waiting }] = await db.dataSource.query<{ waiting: number }[]>(
+      const first = t.admin.replay({ filter: { types: ['member.invited'] } }, { actor: 'ops:ana' });
+      await eventually('the first change waits for the lock', async () => {
+        const [{ waiting }] = await t.db.dataSource.query<{ waiting: number }[]>(
           `SELECT count(*)::int AS waiting FROM pg_stat_activity
            WHERE datname = current_database() AND wait_event_type = 'Lock'`,
         );
@@ -249,13 +219,13 @@ describe('one change by filter at a time', () => {
       expect(await first).toMatchObject({ count: 600, cursor: null });
       // The refused discard changed nothing.
       expect(await recorded(OUTBOX_EVENT_DISCARDED)).toEqual([]);
-      const [{ discarded }] = await db.dataSource.query<{ discarded: number }[]>(
+      const [{ discarded }] = await t.db.dataSource.query<{ discarded: number }[]>(
         `SELECT count(*)::int AS discarded FROM outbox_event WHERE discarded_at IS NOT NULL`,
       );
       expect(discarded).toBe(0);
 
       // The first released its claim as it ended: the second may run now.
-      expect(await db.dataSource.query('SELECT * FROM outbox_admin_change')).toEqual([]);
+      expect(await t.db.dataSource.query('SELECT * FROM outbox_admin_change')).toEqual([]);
       expect(
         (await otherAdmin.discard({ filter: { types: ['invoice.paid'] } }, { reason: 'x' })).count,
       ).toBe(3);
@@ -268,38 +238,26 @@ describe('one change by filter at a time', () => {
 
   it('releases the claim when the change fails, and takes over the claim of a process that died', async () => {
     await insertDead('member.invited', 2);
-    await db.dataSource.query(
-      `INSERT INTO outbox_admin_change (scope, change_id, kind, actor, selection, expires_at)
-       VALUES ('dead-letters', gen_random_uuid(), 'discard', 'cli:ops', '{}',
-               now() + interval '1 minute')`,
-    );
-    await expect(admin.replay({ filter: { types: ['member.invited'] } })).rejects.toThrow(
+    await claimAdminChange(t.db.dataSource, 'discard', 'cli:ops');
+    await expect(t.admin.replay({ filter: { types: ['member.invited'] } })).rejects.toThrow(
       OutboxAdminChangeInProgressError,
     );
     // Its process died: the claim expired.
-    await db.dataSource.query(
+    await t.db.dataSource.query(
       `UPDATE outbox_admin_change SET expires_at = now() - interval '1 second'`,
     );
-    expect((await admin.replay({ filter: { types: ['member.invited'] } })).count).toBe(2);
-    expect(await db.dataSource.query('SELECT * FROM outbox_admin_change')).toEqual([]);
+    expect((await t.admin.replay({ filter: { types: ['member.invited'] } })).count).toBe(2);
+    expect(await t.db.dataSource.query('SELECT * FROM outbox_admin_change')).toEqual([]);
 
     // A change that fails part way still releases its claim.
-    await db.dataSource.query(`ALTER TABLE outbox_event RENAME TO outbox_event_away`);
+    await t.db.dataSource.query(`ALTER TABLE outbox_event RENAME TO outbox_event_away`);
     try {
       await expect(
-        admin.discard({ filter: { types: ['member.invited'] } }, { reason: 'x' }),
+        t.admin.discard({ filter: { types: ['member.invited'] } }, { reason: 'x' }),
       ).rejects.toThrow(/discardDeadLetters failed/);
     } finally {
-      await db.dataSource.query(`ALTER TABLE outbox_event_away RENAME TO outbox_event`);
+      await t.db.dataSource.query(`ALTER TABLE outbox_event_away RENAME TO outbox_event`);
     }
-    expect(await db.dataSource.query('SELECT * FROM outbox_admin_change')).toEqual([]);
+    expect(await t.db.dataSource.query('SELECT * FROM outbox_admin_change')).toEqual([]);
   });
 });
-
-async function waitFor(condition: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > until) throw new Error('timed out waiting');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}

@@ -1,19 +1,14 @@
-import { Injectable, type INestApplication } from '@nestjs/common';
-import { DataSource } from 'typeorm';
+import { OutboxLeaseStore, type OutboxEventsFilter } from '@app/outbox';
+import { drainUntilIdle } from '@app/outbox/testing';
 import {
-  InvalidOutboxAdminQueryError,
-  OnOutboxEvent,
-  OutboxAdmin,
-  OutboxPublisher,
-  OutboxLeaseStore,
-  type NewOutboxEvent,
-  type OutboxEvent,
-  type OutboxEventDetail,
-  type OutboxEventsFilter,
-} from '@app/outbox';
-import { drainUntilIdle, outboxTestingOptions } from '@app/outbox/testing';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { createOutboxApp } from './support/outbox-app';
+  adminRefusal,
+  OutageHandlers,
+  readAllPages,
+  useAdminApp,
+  type OutagePayload,
+} from './support/admin-fixture';
+import { numberedEvent } from './support/events';
+import { emitCommitted } from './support/outbox-app';
 
 /**
  * OutboxAdmin.events: an app's events of given types in one organization, whatever their state,
@@ -21,70 +16,20 @@ import { createOutboxApp } from './support/outbox-app';
  * events that really ran, failed, died, were discarded and are under a lease.
  */
 
-type Payload = { n: number; mail?: 'down' };
-
-@Injectable()
-class Handlers {
-  @OnOutboxEvent('mailer', { events: ['member.invited', 'invoice.paid'] })
-  mailer(event: OutboxEvent<Payload>) {
-    if (event.payload.mail === 'down') throw new Error(`SMTP 421 busy, queue ${event.payload.n}`);
-  }
-
-  @OnOutboxEvent('ledger', { events: ['invoice.paid'] })
-  ledger() {}
-
-  @OnOutboxEvent('reporter', { events: ['report.requested'], maxAttempts: 3, retry: [3_600_000] })
-  reporter() {
-    throw new Error('report service unavailable');
-  }
-}
-
 const TYPES = ['invoice.paid', 'member.invited', 'report.requested'];
 
-let db: TestDatabase;
-let app: INestApplication;
-let admin: OutboxAdmin;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  app = await createOutboxApp({
-    url: db.url,
-    outbox: outboxTestingOptions({ maxAttempts: 1 }),
-    providers: [Handlers],
-  });
-  admin = app.get(OutboxAdmin);
+const t = useAdminApp({
+  testing: { maxAttempts: 1 },
+  providers: [OutageHandlers],
+  truncateEach: ['outbox_event'],
 });
 
-afterAll(async () => {
-  await app?.close();
-  await db?.close();
-});
-
-beforeEach(async () => {
-  await db.dataSource.query('TRUNCATE outbox_event');
-});
-
-async function emit(events: NewOutboxEvent<Payload>[]): Promise<string[]> {
-  return app
-    .get(DataSource)
-    .transaction((manager) => app.get(OutboxPublisher).emit(events, { manager }));
-}
-
-const event = (
-  type: string,
-  payload: Payload,
-  organizationId = 'org-a',
-): NewOutboxEvent<Payload> => ({
-  type,
-  aggregateType: type.split('.')[0],
-  aggregateId: `agg-${payload.n}`,
-  organizationId,
-  payload,
-});
+const event = (type: string, payload: OutagePayload, organizationId = 'org-a') =>
+  numberedEvent(type, payload, organizationId);
 
 /** The order `events` promises, read from the table with microseconds. */
 async function newestFirst(organizationId: string, types: string[]): Promise<string[]> {
-  const rows: { id: string }[] = await db.dataSource.query(
+  const rows: { id: string }[] = await t.db.dataSource.query(
     `SELECT id FROM outbox_event WHERE organization_id = $1 AND type = ANY ($2::text[])
      ORDER BY occurred_at DESC, id DESC`,
     [organizationId, types],
@@ -94,23 +39,25 @@ async function newestFirst(organizationId: string, types: string[]): Promise<str
 
 describe('OutboxAdmin.events', () => {
   it('lists the events of the types asked for in one organization, newest first, with the state of each', async () => {
-    const [delivered, dead, discarded, retrying] = await emit([
+    const [delivered, dead, discarded, retrying] = await emitCommitted(t.app, [
       event('invoice.paid', { n: 1 }),
       event('invoice.paid', { n: 2, mail: 'down' }),
       event('member.invited', { n: 3, mail: 'down' }),
       event('report.requested', { n: 4 }),
     ]);
-    const [otherOrganization] = await emit([event('invoice.paid', { n: 5 }, 'org-b')]);
-    await drainUntilIdle(app);
-    await admin.discard({ ids: [discarded] }, { reason: 'member left', actor: 'test' });
-    const [pending] = await emit([event('invoice.paid', { n: 6 })]);
-    const [inFlight] = await emit([event('member.invited', { n: 7 })]);
-    const claimed = await app
+    const [otherOrganization] = await emitCommitted(t.app, [
+      event('invoice.paid', { n: 5 }, 'org-b'),
+    ]);
+    await drainUntilIdle(t.app);
+    await t.admin.discard({ ids: [discarded] }, { reason: 'member left', actor: 'test' });
+    const [pending] = await emitCommitted(t.app, [event('invoice.paid', { n: 6 })]);
+    const [inFlight] = await emitCommitted(t.app, [event('member.invited', { n: 7 })]);
+    const claimed = await t.app
       .get(OutboxLeaseStore)
       .claim({ limit: 1, leaseMs: 60_000, types: ['member.invited'] });
     expect(claimed.ok && claimed.value.map((r) => r.id)).toEqual([inFlight]);
 
-    const { items, next } = await admin.events({ types: TYPES, organizationId: 'org-a' });
+    const { items, next } = await t.admin.events({ types: TYPES, organizationId: 'org-a' });
     expect(next).toBeNull();
     expect(items.map((i) => i.id)).toEqual(await newestFirst('org-a', TYPES));
     expect(items.map((i) => i.id)).not.toContain(otherOrganization);
@@ -163,18 +110,18 @@ describe('OutboxAdmin.events', () => {
     expect(byId.get(inFlight)).toMatchObject({ attempts: 1, leaseExpiresAt: expect.any(Date) });
 
     // show() tells the same state.
-    expect((await admin.show(discarded))?.state).toBe('discarded');
-    expect((await admin.show(inFlight))?.state).toBe('in-flight');
+    expect((await t.admin.show(discarded))?.state).toBe('discarded');
+    expect((await t.admin.show(inFlight))?.state).toBe('in-flight');
   });
 
   it('pages by keyset, merging the types: every event once, in one order, through equal and sub-millisecond times', async () => {
-    await emit([
+    await emitCommitted(t.app, [
       ...Array.from({ length: 4 }, (_, n) => event('invoice.paid', { n })),
       ...Array.from({ length: 3 }, (_, n) => event('member.invited', { n: n + 10 })),
       event('invoice.paid', { n: 20 }, 'org-b'),
     ]);
     // Times equal, and differing below a millisecond (which a JavaScript Date cannot hold).
-    await db.dataSource.query(
+    await t.db.dataSource.query(
       `UPDATE outbox_event
        SET occurred_at = CASE WHEN (payload ->> 'n')::int % 2 = 0
                               THEN timestamptz '2026-01-01 00:00:00.000001+00'
@@ -184,34 +131,26 @@ describe('OutboxAdmin.events', () => {
       types: ['member.invited', 'invoice.paid'],
       organizationId: 'org-a',
     };
-    const whole = await admin.events(filter, { limit: 100 });
+    const whole = await t.admin.events(filter, { limit: 100 });
     expect(whole.items.map((i) => i.id)).toEqual(
       await newestFirst('org-a', ['member.invited', 'invoice.paid']),
     );
     expect(whole.items).toHaveLength(7);
 
-    const paged: OutboxEventDetail[] = [];
-    let after: string | undefined;
-    let pages = 0;
-    do {
-      const page = await admin.events(filter, { limit: 3, after });
-      paged.push(...page.items);
-      after = page.next ?? undefined;
-      pages += 1;
-    } while (after && pages < 10);
-    expect(pages).toBe(3);
-    expect(paged.map((i) => i.id)).toEqual(whole.items.map((i) => i.id));
+    const paged = await readAllPages((after) => t.admin.events(filter, { limit: 3, after }));
+    expect(paged.pages).toBe(3);
+    expect(paged.items.map((i) => i.id)).toEqual(whole.items.map((i) => i.id));
   });
 
   it('finds one event by id within the types and the organization, and filters by aggregate, organization or type alone', async () => {
-    const [paid, invited] = await emit([
+    const [paid, invited] = await emitCommitted(t.app, [
       event('invoice.paid', { n: 1 }),
       event('member.invited', { n: 2 }),
     ]);
-    const [elsewhere] = await emit([event('invoice.paid', { n: 3 }, 'org-b')]);
-    await drainUntilIdle(app);
+    const [elsewhere] = await emitCommitted(t.app, [event('invoice.paid', { n: 3 }, 'org-b')]);
+    await drainUntilIdle(t.app);
     const ids = async (filter: OutboxEventsFilter) =>
-      (await admin.events(filter)).items.map((i) => i.id).sort();
+      (await t.admin.events(filter)).items.map((i) => i.id).sort();
 
     const scope = { types: ['invoice.paid'], organizationId: 'org-a' };
     expect(await ids({ ...scope, ids: [paid] })).toEqual([paid]);
@@ -233,14 +172,14 @@ describe('OutboxAdmin.events refuses bad input before querying, naming the field
   const scope = { types: ['invoice.paid'], organizationId: 'org-a' };
 
   it('refuses a cursor of list', async () => {
-    await emit([
+    await emitCommitted(t.app, [
       event('invoice.paid', { n: 1, mail: 'down' }),
       event('invoice.paid', { n: 2, mail: 'down' }),
     ]);
-    await drainUntilIdle(app);
-    const { next } = await admin.list({}, { limit: 1 });
+    await drainUntilIdle(t.app);
+    const { next } = await t.admin.list({}, { limit: 1 });
     expect(next).not.toBeNull();
-    await expect(admin.events(scope, { after: next! })).rejects.toThrow(
+    await expect(t.admin.events(scope, { after: next! })).rejects.toThrow(
       'OutboxAdmin: page.after must be a `next` cursor of events',
     );
   });
@@ -248,53 +187,51 @@ describe('OutboxAdmin.events refuses bad input before querying, naming the field
   it.each([
     [
       'no condition',
-      () => admin.events({}),
+      () => t.admin.events({}),
       'OutboxAdmin: filter must be a filter with at least one of types, organizationId, aggregateType, aggregateId, ids, got "{}"',
     ],
     [
       'a field it does not know',
       () =>
-        admin.events({ types: ['invoice.paid'], organisationId: 'org-a' } as OutboxEventsFilter),
+        t.admin.events({ types: ['invoice.paid'], organisationId: 'org-a' } as OutboxEventsFilter),
       'OutboxAdmin: filter.organisationId must be left out: events filters by types, organizationId, aggregateType, aggregateId, ids, got "org-a"',
     ],
     [
       'no filter',
-      () => admin.events(null as unknown as OutboxEventsFilter),
+      () => t.admin.events(null as unknown as OutboxEventsFilter),
       'OutboxAdmin: filter must be an object, got null',
     ],
     [
       'filter.types (empty)',
-      () => admin.events({ types: [], organizationId: 'org-a' }),
+      () => t.admin.events({ types: [], organizationId: 'org-a' }),
       'OutboxAdmin: filter.types must be a non-empty list of non-empty strings, got ',
     ],
     [
       'filter.organizationId',
-      () => admin.events({ organizationId: '' }),
+      () => t.admin.events({ organizationId: '' }),
       'OutboxAdmin: filter.organizationId must be a non-empty string, got ""',
     ],
     [
       'filter.ids (not a UUID)',
-      () => admin.events({ ...scope, ids: ['42'] }),
+      () => t.admin.events({ ...scope, ids: ['42'] }),
       'OutboxAdmin: filter.ids must be a UUID, got "42"',
     ],
     [
       'filter.ids (empty)',
-      () => admin.events({ ...scope, ids: [] }),
+      () => t.admin.events({ ...scope, ids: [] }),
       'OutboxAdmin: filter.ids must be a list of 1 to 500 event ids, got ',
     ],
     [
       'page.limit',
-      () => admin.events(scope, { limit: 501 }),
+      () => t.admin.events(scope, { limit: 501 }),
       'OutboxAdmin: page.limit must be an integer from 1 to 500, got 501',
     ],
     [
       'page.after',
-      () => admin.events(scope, { after: 'not-a-cursor' }),
+      () => t.admin.events(scope, { after: 'not-a-cursor' }),
       'OutboxAdmin: page.after must be a `next` cursor of events, got "not-a-cursor"',
     ],
   ])('%s', async (_case, call, message) => {
-    const error = await call().catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(InvalidOutboxAdminQueryError);
-    expect((error as Error).message).toContain(message);
+    expect((await adminRefusal(call)).message).toContain(message);
   });
 });

@@ -1,16 +1,14 @@
-import { Injectable, type CanActivate, type INestApplication } from '@nestjs/common';
+import { Injectable, type CanActivate } from '@nestjs/common';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
 import {
   InvalidOutboxDashboardOptionsError,
   OnOutboxEvent,
   OUTBOX_EVENT_REPLAYED,
-  OutboxPublisher,
 } from '@app/outbox';
 import { OutboxDashboardModule } from '@app/outbox/admin';
-import { drainUntilIdle, outboxTestingOptions } from '@app/outbox/testing';
-import { createOutboxApp } from './support/outbox-app';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { drainUntilIdle } from '@app/outbox/testing';
+import { claimAdminChange, insertDeadRows, useAdminApp } from './support/admin-fixture';
+import { emitCommitted } from './support/outbox-app';
 import { holdHorizon } from './support/horizon';
 
 /**
@@ -35,33 +33,20 @@ class HeaderGuard implements CanActivate {
   }
 }
 
-let db: TestDatabase;
-let app: INestApplication;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  app = await createOutboxApp({
-    url: db.url,
-    outbox: outboxTestingOptions({ maxAttempts: 1 }),
-    providers: [Handlers],
-    imports: [OutboxDashboardModule.forRoot({ path: '/ops/outbox', guard: HeaderGuard })],
-  });
-  await app
-    .get(DataSource)
-    .transaction((manager) =>
-      app
-        .get(OutboxPublisher)
-        .emit(
-          { type: '<script>alert(1)</script>', aggregateType: 'x', aggregateId: '1', payload: {} },
-          { manager },
-        ),
-    );
-  await drainUntilIdle(app);
+const t = useAdminApp({
+  testing: { maxAttempts: 1 },
+  providers: [Handlers],
+  imports: [OutboxDashboardModule.forRoot({ path: '/ops/outbox', guard: HeaderGuard })],
 });
 
-afterAll(async () => {
-  await app?.close();
-  await db?.close();
+beforeAll(async () => {
+  await emitCommitted(t.app, {
+    type: '<script>alert(1)</script>',
+    aggregateType: 'x',
+    aggregateId: '1',
+    payload: {},
+  });
+  await drainUntilIdle(t.app);
 });
 
 const operator = () => ({ 'x-operator': 'ana' });
@@ -97,15 +82,15 @@ describe('mounting', () => {
 
 describe('the page', () => {
   it('is behind the guard', async () => {
-    await request(app.getHttpServer()).get('/ops/outbox').expect(403);
-    await request(app.getHttpServer()).post('/ops/outbox/replay').send('id=x').expect(403);
+    await request(t.app.getHttpServer()).get('/ops/outbox').expect(403);
+    await request(t.app.getHttpServer()).post('/ops/outbox/replay').send('id=x').expect(403);
   });
 
   it('shows how long a transaction has held the xmin horizon, and the dead tuples', async () => {
-    const horizon = await holdHorizon(() => db.connect());
+    const horizon = await holdHorizon(() => t.db.connect());
     try {
       await new Promise((resolve) => setTimeout(resolve, 1100));
-      const page = await request(app.getHttpServer())
+      const page = await request(t.app.getHttpServer())
         .get('/ops/outbox')
         .set(operator())
         .expect(200);
@@ -119,7 +104,10 @@ describe('the page', () => {
   });
 
   it('escapes every value it shows: types, handlers and errors are data, never markup', async () => {
-    const page = await request(app.getHttpServer()).get('/ops/outbox').set(operator()).expect(200);
+    const page = await request(t.app.getHttpServer())
+      .get('/ops/outbox')
+      .set(operator())
+      .expect(200);
     expect(page.headers['content-type']).toBe('text/html; charset=utf-8');
     // Never framed by another site, which could make an operator's click replay.
     expect(page.headers['x-frame-options']).toBe('DENY');
@@ -130,7 +118,7 @@ describe('the page', () => {
   });
 
   it('answers bad input with a 400 and an unknown event with a 404, as pages', async () => {
-    const http = request(app.getHttpServer());
+    const http = request(t.app.getHttpServer());
     const bad = await http.get('/ops/outbox/dead?fingerprint=nope').set(operator()).expect(400);
     expect(bad.text).toContain('filter.fingerprint must be a fingerprint of groups');
     await http
@@ -155,8 +143,8 @@ describe('the page', () => {
   });
 
   it('refuses a form posted from another origin or from no page, and changes nothing', async () => {
-    const http = request(app.getHttpServer());
-    const [before] = await db.dataSource.query<{ next_attempt_at: Date }[]>(
+    const http = request(t.app.getHttpServer());
+    const [before] = await t.db.dataSource.query<{ next_attempt_at: Date }[]>(
       `SELECT next_attempt_at FROM outbox_event WHERE dead_at IS NOT NULL`,
     );
     await http
@@ -178,7 +166,7 @@ describe('the page', () => {
       .type('form')
       .send({ type: '<script>alert(1)</script>' })
       .expect(403);
-    const [after] = await db.dataSource.query<{ next_attempt_at: Date }[]>(
+    const [after] = await t.db.dataSource.query<{ next_attempt_at: Date }[]>(
       `SELECT next_attempt_at FROM outbox_event WHERE dead_at IS NOT NULL`,
     );
     expect(after).toEqual(before);
@@ -197,18 +185,12 @@ describe('the page', () => {
   });
 
   it('counts a large selection only up to its bound, changes 10,000 at a time, and goes on from the notice', async () => {
-    const http = request(app.getHttpServer());
+    const http = request(t.app.getHttpServer());
     const host = 'dashboard.test';
     const page = { ...operator(), host, origin: `https://${host}` };
-    await db.dataSource.query(`
-      INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, attempts, dead_at,
-                                next_attempt_at, failures, last_error)
-      SELECT gen_random_uuid(), 'bulk.imported', 'thing', 'a-' || n, '{}', 1, now(),
-             '9999-12-31 00:00:00+00', '{"mailer": {"count": 1, "retryAt": null}}',
-             'mailer: Error: 421'
-      FROM generate_series(1, 10050) AS n`);
+    await insertDeadRows(t.db.dataSource, 'bulk.imported', 10050);
     const replayed = () =>
-      db.dataSource.query<{ events: number; distinct: number }[]>(
+      t.db.dataSource.query<{ events: number; distinct: number }[]>(
         `SELECT count(*)::int AS events, count(DISTINCT payload ->> 'eventId')::int AS distinct
          FROM outbox_event WHERE type = $1 AND payload ->> 'type' = 'bulk.imported'`,
         [OUTBOX_EVENT_REPLAYED],
@@ -261,20 +243,16 @@ describe('the page', () => {
       expect(done.headers.location).toBe('/ops/outbox?notice=replayed&count=50');
       expect(await replayed()).toEqual([{ events: 10050, distinct: 10050 }]);
     } finally {
-      await db.dataSource.query(`DELETE FROM outbox_event WHERE type IN ('bulk.imported', $1)`, [
+      await t.db.dataSource.query(`DELETE FROM outbox_event WHERE type IN ('bulk.imported', $1)`, [
         OUTBOX_EVENT_REPLAYED,
       ]);
     }
   });
 
   it('answers a change by filter while another runs with a 409 page naming it', async () => {
-    const http = request(app.getHttpServer());
+    const http = request(t.app.getHttpServer());
     const host = 'dashboard.test';
-    await db.dataSource.query(
-      `INSERT INTO outbox_admin_change (scope, change_id, kind, actor, selection, expires_at)
-       VALUES ('dead-letters', gen_random_uuid(), 'replay', 'cli:ops', '{}',
-               now() + interval '1 minute')`,
-    );
+    await claimAdminChange(t.db.dataSource, 'replay', 'cli:ops');
     try {
       const refused = await http
         .post('/ops/outbox/discard')
@@ -285,12 +263,12 @@ describe('the page', () => {
       expect(refused.text).toContain('a replay by filter by cli:ops');
       expect(refused.headers['cache-control']).toBe('no-store');
     } finally {
-      await db.dataSource.query('TRUNCATE outbox_admin_change');
+      await t.db.dataSource.query('TRUNCATE outbox_admin_change');
     }
   });
 
   it("shows only its own notices, chosen by code: a link cannot put the caller's text on the page", async () => {
-    const http = request(app.getHttpServer());
+    const http = request(t.app.getHttpServer());
     for (const notice of [
       'All dead letters were lost, call +1 555 0100',
       'constructor',
@@ -308,7 +286,7 @@ describe('the page', () => {
   });
 
   it('sends no-store and nosniff on every response: pages, error pages, redirects and refusals', async () => {
-    const http = request(app.getHttpServer());
+    const http = request(t.app.getHttpServer());
     const host = 'dashboard.test';
     const responses = [
       await http.get('/ops/outbox').set(operator()).expect(200),
@@ -338,7 +316,7 @@ describe('the page', () => {
   });
 
   it("lists the keys ordered handlers are blocked on, escaped, with the head's replay and discard", async () => {
-    const inserted = await db.dataSource.query<{ id: string; dead: boolean }[]>(`
+    const inserted = await t.db.dataSource.query<{ id: string; dead: boolean }[]>(`
       INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, attempts, dead_at,
                                 next_attempt_at, last_error, ordering_key, ordering_position,
                                 ordered_for)
@@ -350,7 +328,7 @@ describe('the page', () => {
       RETURNING id, dead_at IS NOT NULL AS dead`);
     const head = inserted.find((row) => row.dead)!;
     try {
-      const http = request(app.getHttpServer());
+      const http = request(t.app.getHttpServer());
       const page = await http.get('/ops/outbox/blocked').set(operator()).expect(200);
       const table = /<table data-testid="blocked-keys">[\s\S]*<\/table>/.exec(page.text)?.[0];
       expect(table).toContain('&lt;b&gt;acct&lt;/b&gt;');
@@ -370,7 +348,7 @@ describe('the page', () => {
       const bad = await http.get('/ops/outbox/blocked?after=nope').set(operator()).expect(400);
       expect(bad.text).toContain('filter.after');
     } finally {
-      await db.dataSource.query(`DELETE FROM outbox_event WHERE ordering_key = '<b>acct</b>'`);
+      await t.db.dataSource.query(`DELETE FROM outbox_event WHERE ordering_key = '<b>acct</b>'`);
     }
   });
 });

@@ -1,8 +1,8 @@
 import { Injectable, type INestApplication } from '@nestjs/common';
-import { DataSource } from 'typeorm';
-import { OnOutboxEvent, OutboxPublisher, type OutboxEvent } from '@app/outbox';
+import { OnOutboxEvent, type OutboxEvent } from '@app/outbox';
 import { useTestDatabase } from './support/test-database';
-import { createOutboxApp, eventually } from './support/outbox-app';
+import { createOutboxApp, emitCommitted, eventually } from './support/outbox-app';
+import { eventsOn } from './support/events';
 
 /**
  * Claims of live rows alone, through the real module: while claims keep coming back full of live
@@ -27,13 +27,12 @@ class Worker {
   }
 }
 
-const database = useTestDatabase();
+const database = useTestDatabase({ truncateEach: ['outbox_event'] });
 let app: INestApplication | undefined;
 
-beforeEach(async () => {
+beforeEach(() => {
   runs.length = 0;
   liveRuns = 0;
-  await database.sql.query('TRUNCATE outbox_event');
 });
 
 afterEach(async () => {
@@ -41,20 +40,7 @@ afterEach(async () => {
   app = undefined;
 });
 
-async function emit(aggregateIds: string[]): Promise<string[]> {
-  const publisher = app!.get(OutboxPublisher);
-  return app!.get(DataSource).transaction((manager) =>
-    publisher.emit(
-      aggregateIds.map((aggregateId) => ({
-        type: 'job.queued',
-        aggregateType: 'job',
-        aggregateId,
-        payload: {},
-      })),
-      { manager },
-    ),
-  );
-}
+const emit = (aggregateIds: string[]) => emitCommitted(app!, eventsOn('job.queued', aggregateIds));
 
 it('a dead replay that falls due while claims keep coming back full of live rows runs before the backlog ends', async () => {
   app = await createOutboxApp({

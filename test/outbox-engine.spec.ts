@@ -10,8 +10,9 @@ import {
   type OutboxEvent,
   type OutboxModuleOptions,
 } from '@app/outbox';
-import { useTestDatabase } from './support/test-database';
-import { createOutboxApp, deferred, eventually } from './support/outbox-app';
+import { eventRow, useTestDatabase } from './support/test-database';
+import { createOutboxApp, emitCommitted, eventually, useTestLeftovers } from './support/outbox-app';
+import { eventsOn } from './support/events';
 import { LogCapture } from './support/log-capture';
 import { holdHorizon } from './support/horizon';
 
@@ -40,29 +41,19 @@ class TaskRunner {
 }
 
 /** Read `.db` and `.sql` inside tests and hooks only. */
-const database = useTestDatabase();
-/** Apps a test has not closed itself (it failed first): closed after it. */
-const open = new Set<INestApplication>();
-/** Resolvers of handlers a test holds open, so a failed test leaves nothing hanging. */
-const holds: Array<() => void> = [];
+const database = useTestDatabase({ truncateEach: ['outbox_event'] });
 /** Sessions holding locks for a test; ended after it, which gives their locks back. */
 const lockers: Client[] = [];
 
-beforeEach(async () => {
-  calls.length = 0;
-  behaviour.clear();
-  await database.sql.query('TRUNCATE outbox_event');
+afterEach(async () => {
+  await Promise.allSettled(lockers.splice(0).map((locker) => locker.end()));
 });
 
-afterEach(async () => {
-  for (const release of holds.splice(0)) release();
-  await Promise.allSettled(lockers.splice(0).map((locker) => locker.end()));
-  await Promise.all(
-    [...open].map((app) => {
-      open.delete(app);
-      return app.close();
-    }),
-  );
+const { hold, closeAfterTest } = useTestLeftovers();
+
+beforeEach(() => {
+  calls.length = 0;
+  behaviour.clear();
 });
 
 async function start(
@@ -75,37 +66,17 @@ async function start(
     providers: [TaskRunner],
     logger,
   });
-  open.add(app);
-  return app;
-}
-
-/** A handler promise the test resolves; released after the test at the latest. */
-function hold(): { promise: Promise<void>; resolve: () => void } {
-  const gate = deferred();
-  holds.push(() => gate.resolve());
-  return gate;
+  return closeAfterTest(app);
 }
 
 /** Emits one event per aggregate id in one committed transaction, so one claim sees them all. */
-async function emit(app: INestApplication, aggregateIds: string[]): Promise<string[]> {
-  const publisher = app.get(OutboxPublisher);
-  return app.get(DataSource).transaction((manager) =>
-    publisher.emit(
-      aggregateIds.map((aggregateId) => ({
-        type: 'task.queued',
-        aggregateType: 'task',
-        aggregateId,
-        payload: { task: aggregateId },
-      })),
-      { manager },
-    ),
+const emit = (app: INestApplication, aggregateIds: string[]) =>
+  emitCommitted(
+    app,
+    eventsOn('task.queued', aggregateIds, (task) => ({ task })),
   );
-}
 
-async function row(id: string) {
-  const { rows } = await database.sql.query('SELECT * FROM outbox_event WHERE id = $1', [id]);
-  return rows[0];
-}
+const row = (id: string) => eventRow(database.sql, id);
 
 async function delivered(ids: string[]): Promise<boolean> {
   const { rows } = await database.sql.query(

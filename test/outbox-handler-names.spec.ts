@@ -1,15 +1,7 @@
-import { Injectable, type INestApplication } from '@nestjs/common';
-import { DataSource } from 'typeorm';
-import {
-  OnOutboxEvent,
-  OutboxAdmin,
-  OutboxPublisher,
-  type HandlerContext,
-  type OutboxEvent,
-} from '@app/outbox';
+import { Injectable } from '@nestjs/common';
+import { OnOutboxEvent, OutboxAdmin, type HandlerContext, type OutboxEvent } from '@app/outbox';
 import { drainUntilIdle, outboxTestingOptions } from '@app/outbox/testing';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { createOutboxApp } from './support/outbox-app';
+import { emitCommitted, useOutboxApp } from './support/outbox-app';
 
 /**
  * Handler names that are also names every plain JavaScript object inherits (`constructor`) or
@@ -44,39 +36,23 @@ class Handlers {
   }
 }
 
-let db: TestDatabase;
-let app: INestApplication;
+const t = useOutboxApp(
+  { outbox: outboxTestingOptions({ maxAttempts: 2 }), providers: [Handlers] },
+  { truncateEach: ['outbox_event'] },
+);
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  app = await createOutboxApp({
-    url: db.url,
-    outbox: outboxTestingOptions({ maxAttempts: 2 }),
-    providers: [Handlers],
-  });
-});
-
-afterAll(async () => {
-  await app?.close();
-  await db?.close();
-});
-
-beforeEach(async () => {
+beforeEach(() => {
   runs.length = 0;
-  await db.dataSource.query('TRUNCATE outbox_event');
 });
 
-async function emit(failing: string[]): Promise<string> {
-  return app
-    .get(DataSource)
-    .transaction((manager) =>
-      app
-        .get(OutboxPublisher)
-        .emit(
-          { type: 'name.checked', aggregateType: 'name', aggregateId: '1', payload: { failing } },
-          { manager },
-        ),
-    );
+function emit(failing: string[]): Promise<string> {
+  const payload = { failing };
+  return emitCommitted(t.app, {
+    type: 'name.checked',
+    aggregateType: 'name',
+    aggregateId: '1',
+    payload,
+  });
 }
 
 const ran = () => runs.map((r) => `${r.handler}#${r.attempt}`).sort();
@@ -84,20 +60,20 @@ const ran = () => runs.map((r) => `${r.handler}#${r.attempt}`).sort();
 it('a failed `constructor` handler is retried alone, on its own second attempt', async () => {
   const id = await emit(['constructor']);
   // The retry is a second away (the module's default schedule): this drain runs the first try.
-  await drainUntilIdle(app);
+  await drainUntilIdle(t.app);
   expect(ran()).toEqual(['constructor#1', 'has-own-property#1', 'to-string#1']);
 
   runs.length = 0;
-  await drainUntilIdle(app, { makeRetryingDue: true });
+  await drainUntilIdle(t.app, { makeRetryingDue: true });
   expect(ran()).toEqual(['constructor#2']);
-  const shown = await app.get(OutboxAdmin).show(id);
+  const shown = await t.app.get(OutboxAdmin).show(id);
   expect(shown?.state).toBe('dead');
 });
 
 it('a dead event lists `constructor` as failed, and a replay of `constructor` reruns it alone', async () => {
   const id = await emit(['constructor', 'to-string']);
-  await drainUntilIdle(app, { makeRetryingDue: true });
-  const admin = app.get(OutboxAdmin);
+  await drainUntilIdle(t.app, { makeRetryingDue: true });
+  const admin = t.app.get(OutboxAdmin);
   const [dead] = (await admin.list()).items;
   expect(dead.id).toBe(id);
   expect(dead.failedHandlers.map((h) => h.name).sort()).toEqual(['constructor', 'to-string']);
@@ -105,6 +81,6 @@ it('a dead event lists `constructor` as failed, and a replay of `constructor` re
 
   runs.length = 0;
   await admin.replay({ ids: [id] }, { handlers: ['constructor'] });
-  await drainUntilIdle(app);
+  await drainUntilIdle(t.app);
   expect(ran()).toEqual(['constructor#3']);
 });

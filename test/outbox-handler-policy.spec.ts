@@ -1,19 +1,16 @@
-import { Injectable, type INestApplication } from '@nestjs/common';
-import type { Client } from 'pg';
-import { DataSource } from 'typeorm';
+import { Injectable } from '@nestjs/common';
 import {
   OnOutboxEvent,
   OUTBOX_EVENT_DEAD,
   OutboxEngine,
-  OutboxPublisher,
   OutboxLeaseStore,
   type HandlerContext,
   type OutboxEvent,
   type OutboxEventDeadPayload,
 } from '@app/outbox';
 import { invoicePaid } from './support/events';
-import { createOutboxApp } from './support/outbox-app';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { failedSettle } from './support/outbox-stores';
+import { emitCommitted, useOutboxApp } from './support/outbox-app';
 
 /**
  * Handlers of one event with different retry policies, on a real PostgreSQL. Time is travelled
@@ -61,16 +58,8 @@ class Handlers {
 
 const announced: OutboxEventDeadPayload[] = [];
 
-let db: TestDatabase;
-let app: INestApplication;
-let sql: Client;
-let dispatcher: OutboxEngine;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  sql = await db.connect();
-  app = await createOutboxApp({
-    url: db.url,
+const t = useOutboxApp(
+  {
     outbox: {
       autoStart: false,
       maxAttempts: 3,
@@ -79,27 +68,18 @@ beforeAll(async () => {
       retention: { enabled: false },
     },
     providers: [Handlers],
-  });
-  dispatcher = app.get(OutboxEngine);
-});
+  },
+  { truncateEach: ['outbox_event'] },
+);
 
-afterAll(async () => {
-  await app?.close();
-  await db?.close();
-});
-
-beforeEach(async () => {
+beforeEach(() => {
   calls.length = 0;
   announced.length = 0;
   failing.clear();
-  await sql.query('TRUNCATE outbox_event');
 });
 
-async function emit(): Promise<string> {
-  return app
-    .get(DataSource)
-    .transaction((manager) => app.get(OutboxPublisher).emit(invoicePaid(), { manager }));
-}
+const emit = () => emitCommitted(t.app, invoicePaid());
+const drainOnce = () => t.app.get(OutboxEngine).drainOnce();
 
 interface Row {
   failures: Record<string, { count: number; retryAt: string | null }>;
@@ -111,7 +91,7 @@ interface Row {
 }
 
 async function row(id: string): Promise<Row> {
-  const { rows } = await sql.query<Row>(
+  const { rows } = await t.sql.query<Row>(
     `SELECT failures, deliveries, last_error, dead_at IS NOT NULL AS dead,
             dispatched_at IS NOT NULL AS delivered,
             round(extract(epoch FROM next_attempt_at - now()))::int AS due_in_s
@@ -133,7 +113,7 @@ function retryInS(r: Row): Record<string, number | null> {
 
 /** Travels to the retry time of `handlers`: they, and so the event, are due now. */
 async function travelTo(id: string, handlers: string[]): Promise<void> {
-  await sql.query(
+  await t.sql.query(
     `UPDATE outbox_event
      SET failures = failures || coalesce(
            (SELECT jsonb_object_agg(h, failures -> h || jsonb_build_object('retryAt', now()))
@@ -152,7 +132,7 @@ describe('per-handler retry policies', () => {
   it('count failures per handler and make the event due at the earliest next try', async () => {
     failing.add('crm-sync').add('ledger');
     const id = await emit();
-    await dispatcher.drainOnce();
+    await drainOnce();
 
     expect(ran()).toEqual(['crm-sync', 'ledger', 'search-index']);
     const r = await row(id);
@@ -170,12 +150,12 @@ describe('per-handler retry policies', () => {
   it('rerun only the failed handlers whose own try is due', async () => {
     failing.add('crm-sync').add('ledger');
     const id = await emit();
-    await dispatcher.drainOnce();
+    await drainOnce();
     calls.length = 0;
     failing.delete('ledger');
 
     await travelTo(id, ['ledger']);
-    await dispatcher.drainOnce();
+    await drainOnce();
 
     // crm-sync's try is still 600 s away: it does not run with ledger's.
     expect(calls).toEqual([{ handler: 'ledger', attempt: 2, handlerAttempt: 2 }]);
@@ -189,12 +169,12 @@ describe('per-handler retry policies', () => {
   it('make the event dead for a handler that used its attempts, once no other handler retries, naming it', async () => {
     failing.add('crm-sync').add('ledger');
     const id = await emit();
-    await dispatcher.drainOnce();
+    await drainOnce();
 
     // crm-sync's second and last try fails; ledger still has tries left: the event stays live.
     await travelTo(id, ['crm-sync']);
     calls.length = 0;
-    await dispatcher.drainOnce();
+    await drainOnce();
     expect(calls).toEqual([{ handler: 'crm-sync', attempt: 2, handlerAttempt: 2 }]);
     let r = await row(id);
     expect(r.failures['crm-sync']).toEqual({ count: 2, retryAt: null });
@@ -204,16 +184,16 @@ describe('per-handler retry policies', () => {
     failing.delete('ledger');
     await travelTo(id, ['ledger']);
     calls.length = 0;
-    await dispatcher.drainOnce();
+    await drainOnce();
     expect(ran()).toEqual(['ledger']);
     r = await row(id);
     expect(r.dead).toBe(true);
     expect(Object.keys(r.deliveries).sort()).toEqual(['ledger', 'search-index']);
 
-    await sql.query(`UPDATE outbox_event SET next_attempt_at = now() WHERE type = $1`, [
+    await t.sql.query(`UPDATE outbox_event SET next_attempt_at = now() WHERE type = $1`, [
       OUTBOX_EVENT_DEAD,
     ]);
-    await dispatcher.drainOnce();
+    await drainOnce();
     expect(announced).toEqual([
       expect.objectContaining({ eventId: id, failedHandlers: ['crm-sync'], attempts: 3 }),
     ]);
@@ -224,7 +204,7 @@ describe('per-handler retry policies', () => {
     const id = await emit();
     for (let i = 0; i < 3; i++) {
       await travelTo(id, ['search-index']);
-      await dispatcher.drainOnce();
+      await drainOnce();
     }
     expect((await row(id)).dead).toBe(true);
     expect(calls.filter((c) => c.handler === 'search-index').map((c) => c.handlerAttempt)).toEqual([
@@ -233,8 +213,8 @@ describe('per-handler retry policies', () => {
 
     failing.clear();
     calls.length = 0;
-    await sql.query(`UPDATE outbox_event SET next_attempt_at = now() WHERE id = $1`, [id]);
-    await dispatcher.drainOnce();
+    await t.sql.query(`UPDATE outbox_event SET next_attempt_at = now() WHERE id = $1`, [id]);
+    await drainOnce();
     expect(calls).toEqual([{ handler: 'search-index', attempt: 4, handlerAttempt: 4 }]);
     expect((await row(id)).delivered).toBe(true);
   });
@@ -243,26 +223,23 @@ describe('per-handler retry policies', () => {
     // A transactional handler whose commit landed as its budget ran out: its delivery is in the
     // row, and a settle that still calls it failed must not undo that.
     const id = await emit();
-    await sql.query(
+    await t.sql.query(
       `UPDATE outbox_event
        SET attempts = 2, lease_expires_at = now() + interval '1 minute',
            deliveries = '{"crm-sync": "2026-12-01T00:00:00Z"}'
        WHERE id = $1`,
       [id],
     );
-    const result = await app.get(OutboxLeaseStore).markFailed(
+    const result = await t.app.get(OutboxLeaseStore).markFailed(
       [
-        {
+        failedSettle({
           id,
           attempts: 2,
-          handlers: [],
           failedHandlers: ['crm-sync'],
           error: 'crm-sync: timed out',
-          retryDelayMs: 0,
-          failures: [{ handler: 'crm-sync', count: 2, delayMs: null }],
-          pending: [],
           dead: true,
-        },
+          failures: [{ handler: 'crm-sync', count: 2, delayMs: null }],
+        }),
       ],
       { deadRetryMs: 3_600_000 },
     );

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Client, Notification } from 'pg';
+import type { Notification } from 'pg';
 import { DataSource } from 'typeorm';
 import {
   OUTBOX_ENTITIES,
@@ -10,11 +10,13 @@ import {
   type OutboxEventDeadPayload,
   type OutboxRecord,
   type OutboxResult,
+  type MarkFailedOptions,
+  type SettleOutcome,
 } from '@app/outbox';
 import { CLAIM } from '@app/outbox/store/lease/claim.sql';
-import { OutboxEmitStore } from '@app/outbox/store/emit/emit.store';
 import { RetentionStore } from '@app/outbox/store/retention.store';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { eventRow } from './support/test-database';
+import { failedSettle, useOutboxStores } from './support/outbox-stores';
 import { invoicePaid } from './support/events';
 import { holdHorizon } from './support/horizon';
 
@@ -30,31 +32,19 @@ const CHANNEL = 'outbox_lease_proof';
 const HOUR = 3_600_000;
 const LEASE = { leaseMs: 60_000 };
 
-let db: TestDatabase;
-let repo: OutboxLeaseStore;
-let emitStore: OutboxEmitStore;
-let retention: RetentionStore;
-let sql: Client;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  repo = new OutboxLeaseStore(db.dataSource, { channel: CHANNEL });
-  emitStore = new OutboxEmitStore(db.dataSource, { channel: CHANNEL });
-  retention = new RetentionStore(db.dataSource);
-  sql = await db.connect();
-});
-
-afterAll(async () => {
-  await db?.close();
-});
-
-beforeEach(async () => {
-  await sql.query('TRUNCATE outbox_event');
-});
+const t = useOutboxStores(CHANNEL);
 
 function value<T>(result: OutboxResult<T>): T {
   if (!result.ok) throw result.error;
   return result.value;
+}
+
+/** Settles one failed attempt (see failedSettle) with `options`; what it wrote. */
+async function failOnce(
+  settle: Parameters<typeof failedSettle>[0],
+  options: MarkFailedOptions = { deadRetryMs: HOUR },
+): Promise<SettleOutcome> {
+  return value(await t.repo.markFailed([failedSettle(settle)], options));
 }
 
 const event = invoicePaid;
@@ -64,8 +54,8 @@ async function enqueue(...events: NewOutboxEvent[]): Promise<string[]> {
 }
 
 async function enqueueDetailed(...events: NewOutboxEvent[]) {
-  return db.dataSource.transaction(async (manager) =>
-    value(await emitStore.enqueue(manager, events)),
+  return t.db.dataSource.transaction(async (manager) =>
+    value(await t.emitStore.enqueue(manager, events)),
   );
 }
 
@@ -73,20 +63,17 @@ async function claim(
   limit = 100,
   options: Partial<typeof LEASE> & { types?: string[]; includeDead?: boolean } = {},
 ) {
-  return value(await repo.claim({ limit, ...LEASE, ...options }));
+  return value(await t.repo.claim({ limit, ...LEASE, ...options }));
 }
 
-async function row(id: string) {
-  const { rows } = await sql.query('SELECT * FROM outbox_event WHERE id = $1', [id]);
-  return rows[0] as Record<string, any> | undefined;
-}
+const row = (id: string) => eventRow(t.sql, id);
 
 /**
  * Ends the lease of a row as if its time had run out, on the SQL clock. The claim wrote the lease
  * end as the row's due time too, so both move.
  */
 async function expireLease(id: string) {
-  await sql.query(
+  await t.sql.query(
     `UPDATE outbox_event
      SET lease_expires_at = now() - interval '1 millisecond',
          next_attempt_at = now() - interval '1 millisecond'
@@ -98,7 +85,7 @@ async function expireLease(id: string) {
 /** `count` dead rows, dead two hours ago, their replay due for the last hour. */
 async function enqueueDueDead(count: number): Promise<string[]> {
   const ids = await enqueue(...Array.from({ length: count }, () => event({ type: 'dead.one' })));
-  await sql.query(
+  await t.sql.query(
     `UPDATE outbox_event
      SET dead_at = now() - interval '2 hours', next_attempt_at = now() - interval '1 hour',
          attempts = 3
@@ -109,7 +96,7 @@ async function enqueueDueDead(count: number): Promise<string[]> {
 }
 
 async function deadEvents(): Promise<OutboxEventDeadPayload[]> {
-  const { rows } = await sql.query<{ payload: OutboxEventDeadPayload }>(
+  const { rows } = await t.sql.query<{ payload: OutboxEventDeadPayload }>(
     'SELECT payload FROM outbox_event WHERE type = $1',
     [OUTBOX_EVENT_DEAD],
   );
@@ -118,7 +105,7 @@ async function deadEvents(): Promise<OutboxEventDeadPayload[]> {
 
 /** Collects notifications on a dedicated connection. */
 async function listen(...channels: string[]) {
-  const client = await db.connect();
+  const client = await t.db.connect();
   const received: Notification[] = [];
   const waiters: Array<() => void> = [];
   client.on('notification', (n) => {
@@ -142,7 +129,7 @@ async function listen(...channels: string[]) {
  * committed after a point has arrived, every notification committed before that point has too.
  */
 async function sendSentinel(channel = 'sentinel') {
-  await sql.query(`NOTIFY ${channel}`);
+  await t.sql.query(`NOTIFY ${channel}`);
 }
 
 describe('outbox lease proof', () => {
@@ -150,8 +137,8 @@ describe('outbox lease proof', () => {
     const listener = await listen(CHANNEL, 'sentinel');
     let id = '';
     await expect(
-      db.dataSource.transaction(async (manager) => {
-        [{ id }] = value(await emitStore.enqueue(manager, event()));
+      t.db.dataSource.transaction(async (manager) => {
+        [{ id }] = value(await t.emitStore.enqueue(manager, event()));
         throw new Error('roll back');
       }),
     ).rejects.toThrow('roll back');
@@ -165,11 +152,11 @@ describe('outbox lease proof', () => {
 
   it('2. an enqueue in a committed transaction wakes a listener on another connection only after COMMIT', async () => {
     const listener = await listen(CHANNEL, 'sentinel');
-    const runner = db.dataSource.createQueryRunner();
+    const runner = t.db.dataSource.createQueryRunner();
     await runner.connect();
     try {
       await runner.startTransaction();
-      const [{ id }] = value(await emitStore.enqueue(runner.manager, event()));
+      const [{ id }] = value(await t.emitStore.enqueue(runner.manager, event()));
 
       await sendSentinel();
       await listener.next('sentinel');
@@ -204,7 +191,7 @@ describe('outbox lease proof', () => {
     await expect(enqueueDetailed(event({ id: upper, payload: null }))).resolves.toEqual([
       { id: upper.toLowerCase(), duplicate: true },
     ]);
-    await sql.query('DELETE FROM outbox_event WHERE id = $1', [upper.toLowerCase()]);
+    await t.sql.query('DELETE FROM outbox_event WHERE id = $1', [upper.toLowerCase()]);
 
     const conflict = enqueue(event({ id, payload: { version: 2 } }));
     await expect(conflict).rejects.toBeInstanceOf(OutboxEventConflictError);
@@ -222,7 +209,7 @@ describe('outbox lease proof', () => {
       enqueue(event({ id: fresh }), event({ id, type: 'invoice.voided' })),
     ).rejects.toBeInstanceOf(OutboxEventConflictError);
 
-    const { rows } = await sql.query('SELECT id, payload FROM outbox_event ORDER BY id');
+    const { rows } = await t.sql.query('SELECT id, payload FROM outbox_event ORDER BY id');
     expect(rows).toEqual(
       [
         { id, payload: { version: 1 } },
@@ -240,7 +227,7 @@ describe('outbox lease proof', () => {
     // The last event has been due for an hour (a retry whose time came); the third occurred a
     // day ago but, like the others, became due when it was enqueued: due time orders, not
     // occurrence.
-    await sql.query(
+    await t.sql.query(
       `UPDATE outbox_event SET
          next_attempt_at = CASE id WHEN $1::uuid THEN now() - interval '1 hour'
                                    ELSE next_attempt_at END,
@@ -259,20 +246,24 @@ describe('outbox lease proof', () => {
     const ids = await enqueue(
       ...Array.from({ length: total }, (_, i) => event({ aggregateId: `a${i}` })),
     );
-    const other = new DataSource({ type: 'postgres', url: db.url, entities: [...OUTBOX_ENTITIES] });
+    const other = new DataSource({
+      type: 'postgres',
+      url: t.db.url,
+      entities: [...OUTBOX_ENTITIES],
+    });
     await other.initialize();
     const otherRepo = new OutboxLeaseStore(other, { channel: CHANNEL });
-    const gate = await db.connect();
+    const gate = await t.db.connect();
     try {
       // Hold both claims behind a table lock so they start at the same moment once released.
       await gate.query('BEGIN');
       await gate.query('LOCK TABLE outbox_event IN EXCLUSIVE MODE');
       const claims = Promise.all([
-        repo.claim({ limit: 200, ...LEASE }),
+        t.repo.claim({ limit: 200, ...LEASE }),
         otherRepo.claim({ limit: 200, ...LEASE }),
       ]);
       await waitFor(async () => {
-        const { rows } = await sql.query(
+        const { rows } = await t.sql.query(
           `SELECT count(*)::int AS waiting FROM pg_stat_activity
            WHERE datname = current_database() AND wait_event_type = 'Lock'`,
         );
@@ -332,27 +323,16 @@ describe('outbox lease proof', () => {
     expect(fresh.attempts).toBe(stale.attempts + 1);
 
     const staleDelivered = value(
-      await repo.markDelivered([{ id, attempts: stale.attempts, handlers: ['audit-log'] }]),
+      await t.repo.markDelivered([{ id, attempts: stale.attempts, handlers: ['audit-log'] }]),
     );
     expect(staleDelivered).toEqual({ settled: [], stale: [id] });
-    const staleFailed = value(
-      await repo.markFailed(
-        [
-          {
-            id,
-            attempts: stale.attempts,
-            handlers: [],
-            failedHandlers: ['x'],
-            error: 'late',
-            retryDelayMs: 0,
-            failures: [],
-            pending: [],
-            dead: stale.attempts >= 1,
-          },
-        ],
-        { deadRetryMs: HOUR },
-      ),
-    );
+    const staleFailed = await failOnce({
+      id,
+      attempts: stale.attempts,
+      failedHandlers: ['x'],
+      error: 'late',
+      dead: stale.attempts >= 1,
+    });
     expect(staleFailed).toEqual({ settled: [], stale: [id], newlyDead: [], retryFrom: null });
     const untouched = await row(id);
     expect(untouched).toMatchObject({
@@ -364,7 +344,7 @@ describe('outbox lease proof', () => {
     expect(untouched!.lease_expires_at).toEqual(fresh.leaseExpiresAt);
 
     const written = value(
-      await repo.markDelivered([{ id, attempts: fresh.attempts, handlers: ['audit-log'] }]),
+      await t.repo.markDelivered([{ id, attempts: fresh.attempts, handlers: ['audit-log'] }]),
     );
     expect(written).toEqual({ settled: [id], stale: [] });
     const delivered = await row(id);
@@ -375,24 +355,14 @@ describe('outbox lease proof', () => {
 
   it('8b. a failed settle is applied once: retried after it committed, or after the row was given back, it is stale', async () => {
     const fail = async (id: string, attempts: number, error: string) =>
-      value(
-        await repo.markFailed(
-          [
-            {
-              id,
-              attempts,
-              handlers: [],
-              failedHandlers: ['h'],
-              error,
-              retryDelayMs: 60_000,
-              failures: [],
-              pending: [],
-              dead: attempts >= 10,
-            },
-          ],
-          { deadRetryMs: HOUR },
-        ),
-      );
+      await failOnce({
+        id,
+        attempts,
+        failedHandlers: ['h'],
+        error,
+        dead: attempts >= 10,
+        retryDelayMs: 60_000,
+      });
     const [id, released] = await enqueue(event(), event());
     const claimed = await claim();
     const attempts = claimed[0].attempts;
@@ -417,7 +387,7 @@ describe('outbox lease proof', () => {
     await expireLease(released);
     const [again] = await claim();
     expect(again).toMatchObject({ id: released, attempts: attempts + 1 });
-    expect(value(await repo.release([{ id: released, attempts: again.attempts }]))).toEqual({
+    expect(value(await t.repo.release([{ id: released, attempts: again.attempts }]))).toEqual({
       settled: [released],
       stale: [],
     });
@@ -435,24 +405,14 @@ describe('outbox lease proof', () => {
   it('9. partial deliveries from two settles merge; a stale copy never erases a delivered handler', async () => {
     const [id] = await enqueue(event());
     const [attempt1] = await claim();
-    value(
-      await repo.markFailed(
-        [
-          {
-            id,
-            attempts: attempt1.attempts,
-            handlers: ['audit-log'],
-            failedHandlers: ['webhook-fanout'],
-            error: new Error('receiver down'),
-            retryDelayMs: 0,
-            failures: [],
-            pending: [],
-            dead: attempt1.attempts >= 10,
-          },
-        ],
-        { deadRetryMs: HOUR },
-      ),
-    );
+    await failOnce({
+      id,
+      attempts: attempt1.attempts,
+      handlers: ['audit-log'],
+      failedHandlers: ['webhook-fanout'],
+      error: new Error('receiver down'),
+      dead: attempt1.attempts >= 10,
+    });
     const auditTime = (await row(id))!.deliveries['audit-log'];
     expect(auditTime).toEqual(expect.any(String));
 
@@ -461,29 +421,18 @@ describe('outbox lease proof', () => {
     // The relay re-sends a handler it already knows about alongside the new one; the first
     // delivery time is kept.
     value(
-      await repo.markDelivered([
+      await t.repo.markDelivered([
         { id, attempts: attempt2.attempts, handlers: ['webhook-fanout', 'audit-log'] },
       ]),
     );
     // A copy of the row from attempt 1, settled late with what it saw then.
-    const late = value(
-      await repo.markFailed(
-        [
-          {
-            id,
-            attempts: attempt1.attempts,
-            handlers: [],
-            failedHandlers: ['audit-log', 'webhook-fanout'],
-            error: 'x',
-            retryDelayMs: 0,
-            failures: [],
-            pending: [],
-            dead: attempt1.attempts >= 10,
-          },
-        ],
-        { deadRetryMs: HOUR },
-      ),
-    );
+    const late = await failOnce({
+      id,
+      attempts: attempt1.attempts,
+      failedHandlers: ['audit-log', 'webhook-fanout'],
+      error: 'x',
+      dead: attempt1.attempts >= 10,
+    });
     expect(late.stale).toEqual([id]);
 
     const merged = (await row(id))!.deliveries;
@@ -495,24 +444,14 @@ describe('outbox lease proof', () => {
     const [id] = await enqueue(event());
     const [claimed] = await claim();
     const before = await sqlNow();
-    value(
-      await repo.markFailed(
-        [
-          {
-            id,
-            attempts: claimed.attempts,
-            handlers: [],
-            failedHandlers: ['h'],
-            error: 'boom',
-            retryDelayMs: 500,
-            failures: [],
-            pending: [],
-            dead: claimed.attempts >= 10,
-          },
-        ],
-        { deadRetryMs: HOUR },
-      ),
-    );
+    await failOnce({
+      id,
+      attempts: claimed.attempts,
+      failedHandlers: ['h'],
+      error: 'boom',
+      dead: claimed.attempts >= 10,
+      retryDelayMs: 500,
+    });
     const stored = await row(id);
     expect(stored!.lease_expires_at).toBeNull();
     expect(stored!.next_attempt_at.getTime()).toBeGreaterThanOrEqual(before.getTime() + 500);
@@ -526,25 +465,18 @@ describe('outbox lease proof', () => {
 
   it('11. at max attempts the row becomes dead and exactly one outbox.event.dead event exists, also after further failures', async () => {
     const [id] = await enqueue(event({ type: 'member.invited', aggregateId: 'm-7' }));
-    const fail = async (attempts: number) =>
-      value(
-        await repo.markFailed(
-          [
-            {
-              id,
-              attempts,
-              handlers: ['audit-log'],
-              failedHandlers: ['webhook-fanout'],
-              error: new Error('503'),
-              retryDelayMs: 0,
-              failures: [],
-              pending: [],
-              dead: attempts >= 3,
-            },
-          ],
-          // Replays are due as soon as the row is dead, so this test can replay it at once.
-          { deadRetryMs: 0 },
-        ),
+    const fail = (attempts: number) =>
+      failOnce(
+        {
+          id,
+          attempts,
+          handlers: ['audit-log'],
+          failedHandlers: ['webhook-fanout'],
+          error: new Error('503'),
+          dead: attempts >= 3,
+        },
+        // Replays are due as soon as the row is dead, so this test can replay it at once.
+        { deadRetryMs: 0 },
       );
 
     for (const attempt of [1, 2]) {
@@ -580,7 +512,7 @@ describe('outbox lease proof', () => {
         lastError: 'Error: 503',
       },
     ]);
-    const { rows: announcement } = await sql.query(
+    const { rows: announcement } = await t.sql.query(
       'SELECT aggregate_type, aggregate_id, organization_id, request_id FROM outbox_event WHERE type = $1',
       [OUTBOX_EVENT_DEAD],
     );
@@ -615,26 +547,15 @@ describe('outbox lease proof', () => {
   it('11b. a dead announcement that itself runs out of attempts announces nothing', async () => {
     const [id] = await enqueue(event({ type: OUTBOX_EVENT_DEAD }));
     const [claimed] = await claim();
-    const outcome = value(
-      await repo.markFailed(
-        [
-          {
-            id,
-            attempts: claimed.attempts,
-            handlers: [],
-            failedHandlers: ['h'],
-            error: 'x',
-            retryDelayMs: 0,
-            failures: [],
-            pending: [],
-            dead: claimed.attempts >= 1,
-          },
-        ],
-        { deadRetryMs: HOUR },
-      ),
-    );
+    const outcome = await failOnce({
+      id,
+      attempts: claimed.attempts,
+      failedHandlers: ['h'],
+      error: 'x',
+      dead: claimed.attempts >= 1,
+    });
     expect(outcome.newlyDead).toEqual([id]);
-    const { rows } = await sql.query('SELECT count(*)::int AS n FROM outbox_event');
+    const { rows } = await t.sql.query('SELECT count(*)::int AS n FROM outbox_event');
     expect(rows[0].n).toBe(1);
   });
 
@@ -642,23 +563,15 @@ describe('outbox lease proof', () => {
     const [deadId] = await enqueue(event({ type: 'dead.one' }));
     const [claimed] = await claim();
     const deadRetryMs = 500;
-    value(
-      await repo.markFailed(
-        [
-          {
-            id: deadId,
-            attempts: claimed.attempts,
-            handlers: [],
-            failedHandlers: ['h'],
-            error: 'x',
-            retryDelayMs: 0,
-            failures: [],
-            pending: [],
-            dead: claimed.attempts >= 1,
-          },
-        ],
-        { deadRetryMs },
-      ),
+    await failOnce(
+      {
+        id: deadId,
+        attempts: claimed.attempts,
+        failedHandlers: ['h'],
+        error: 'x',
+        dead: claimed.attempts >= 1,
+      },
+      { deadRetryMs },
     );
     const dead = (await row(deadId))!;
     const deadAt = dead.dead_at as Date;
@@ -713,36 +626,29 @@ describe('outbox lease proof', () => {
   it('13. a dead row delivered on replay counts as delivered and leaves the dead set', async () => {
     const [id] = await enqueue(event({ type: 'replayed' }));
     const [claimed] = await claim(10, { types: ['replayed'] });
-    value(
-      await repo.markFailed(
-        [
-          {
-            id,
-            attempts: claimed.attempts,
-            handlers: ['a'],
-            failedHandlers: ['b'],
-            error: 'x',
-            retryDelayMs: 0,
-            failures: [],
-            pending: [],
-            dead: claimed.attempts >= 1,
-          },
-        ],
-        { deadRetryMs: 0 },
-      ),
+    await failOnce(
+      {
+        id,
+        attempts: claimed.attempts,
+        handlers: ['a'],
+        failedHandlers: ['b'],
+        error: 'x',
+        dead: claimed.attempts >= 1,
+      },
+      { deadRetryMs: 0 },
     );
-    expect(value(await repo.pendingState({ types: ['replayed'] })).dead).toBe(1);
+    expect(value(await t.repo.pendingState({ types: ['replayed'] })).dead).toBe(1);
 
     const [replay] = await claim(10, { types: ['replayed'] });
     expect(replay.deliveries).toEqual({ a: expect.any(String) });
     expect(
-      value(await repo.markDelivered([{ id, attempts: replay.attempts, handlers: ['b'] }])),
+      value(await t.repo.markDelivered([{ id, attempts: replay.attempts, handlers: ['b'] }])),
     ).toEqual({
       settled: [id],
       stale: [],
     });
 
-    const state = value(await repo.pendingState({ types: ['replayed'] }));
+    const state = value(await t.repo.pendingState({ types: ['replayed'] }));
     expect(state).toMatchObject({ dead: 0, due: 0, retrying: 0, inFlight: 0, nextDueInMs: null });
     expect(await claim(10, { types: ['replayed'] })).toEqual([]);
     const delivered = await row(id);
@@ -766,25 +672,25 @@ describe('outbox lease proof', () => {
     const [id] = await enqueue(event());
     for (const bad of ['[]', '"text"', '1', 'null']) {
       await expect(
-        sql.query(`UPDATE outbox_event SET deliveries = $1::jsonb WHERE id = $2`, [bad, id]),
+        t.sql.query(`UPDATE outbox_event SET deliveries = $1::jsonb WHERE id = $2`, [bad, id]),
       ).rejects.toMatchObject({ code: '23514', constraint: 'outbox_event_deliveries_is_object' });
     }
     await expect(
-      sql.query(`UPDATE outbox_event SET deliveries = NULL WHERE id = $1`, [id]),
+      t.sql.query(`UPDATE outbox_event SET deliveries = NULL WHERE id = $1`, [id]),
     ).rejects.toMatchObject({ code: '23502' });
     expect((await row(id))!.deliveries).toEqual({});
   });
 
   it('16b. pendingState and exactState report how long the oldest transaction has held the xmin horizon', async () => {
-    const horizon = await holdHorizon(() => db.connect());
+    const horizon = await holdHorizon(() => t.db.connect());
     try {
       await new Promise((resolve) => setTimeout(resolve, 300));
-      for (const state of [value(await repo.pendingState()), value(await repo.exactState())]) {
+      for (const state of [value(await t.repo.pendingState()), value(await t.repo.exactState())]) {
         expect(state.horizon.heldMs).toBeGreaterThanOrEqual(300);
         expect(state.horizon.deadTuples).toBeGreaterThanOrEqual(0);
       }
       await horizon.release();
-      expect(value(await repo.pendingState()).horizon.heldMs).toBeNull();
+      expect(value(await t.repo.pendingState()).horizon.heldMs).toBeNull();
     } finally {
       await horizon.release();
     }
@@ -804,14 +710,14 @@ describe('outbox lease proof', () => {
       oldestDueWaitMs: null,
     };
     const horizon = { heldMs: null, deadTuples: expect.any(Number) };
-    expect(value(await repo.pendingState())).toEqual({ ...empty, countLimit: 1000, horizon });
-    expect(value(await repo.exactState({}))).toEqual({ ...empty, countLimit: null, horizon });
-    expect(value(await repo.nextDue({}))).toBeNull();
+    expect(value(await t.repo.pendingState())).toEqual({ ...empty, countLimit: 1000, horizon });
+    expect(value(await t.repo.exactState({}))).toEqual({ ...empty, countLimit: null, horizon });
+    expect(value(await t.repo.nextDue({}))).toBeNull();
 
     // Each row as the outbox's statements leave it: a failed one resting for 30 s, one claimed
     // with a lease (and so a due time) 20 s ahead, a dead one whose replay is 10 minutes away.
     const [retrying, leased, dead, delivered] = await enqueue(event(), event(), event(), event());
-    await sql.query(
+    await t.sql.query(
       `UPDATE outbox_event SET
          next_attempt_at = CASE id WHEN $1::uuid THEN now() + interval '30 seconds'
                                    WHEN $2::uuid THEN now() + interval '20 seconds'
@@ -829,7 +735,7 @@ describe('outbox lease proof', () => {
 
     // The leased row is due first, in 20 s; nothing is due, so there is no lag although the
     // retrying row occurred ten days ago.
-    let state = value(await repo.pendingState());
+    let state = value(await t.repo.pendingState());
     expect(state).toMatchObject({
       due: 0,
       retrying: 1,
@@ -841,23 +747,23 @@ describe('outbox lease proof', () => {
     });
     expect(state.nextDueInMs).toBeGreaterThan(19_000);
     expect(state.nextDueInMs).toBeLessThanOrEqual(20_000);
-    const nextDue = value(await repo.nextDue());
+    const nextDue = value(await t.repo.nextDue());
     expect(nextDue).toBeGreaterThan(19_000);
     expect(nextDue).toBeLessThanOrEqual(20_000);
 
     // A dead row whose replay time came makes the next due delay 0, and is still not lag.
-    await sql.query(
+    await t.sql.query(
       `UPDATE outbox_event SET next_attempt_at = now() - interval '1 minute' WHERE id = $1`,
       [dead],
     );
-    state = value(await repo.pendingState());
+    state = value(await t.repo.pendingState());
     expect(state).toMatchObject({ nextDueInMs: 0, oldestDueWaitMs: null, dead: 1 });
-    expect(value(await repo.nextDue())).toBe(0);
+    expect(value(await t.repo.nextDue())).toBe(0);
 
     // A row due for 3 minutes, and one whose lease ended 2 minutes ago without a settle (due
     // again since its lease end).
     const [waiting, stalled] = await enqueue(event(), event());
-    await sql.query(
+    await t.sql.query(
       `UPDATE outbox_event SET
          next_attempt_at = now() - CASE id WHEN $1::uuid THEN interval '3 minutes'
                                            ELSE interval '2 minutes' END,
@@ -867,21 +773,21 @@ describe('outbox lease proof', () => {
       [waiting, stalled],
     );
     const counts = { due: 1, retrying: 1, inFlight: 1, expiredLeases: 1, dead: 1 };
-    state = value(await repo.pendingState());
+    state = value(await t.repo.pendingState());
     expect(state).toMatchObject({ ...counts, nextDueInMs: 0, countLimit: 1000 });
     expect(state.oldestDueWaitMs).toBeGreaterThanOrEqual(180_000);
     // Loose above: the UPDATE and this read are separate statements on a possibly loaded machine.
     expect(state.oldestDueWaitMs).toBeLessThan(240_000);
 
     // The exact query agrees.
-    const exact = value(await repo.exactState());
+    const exact = value(await t.repo.exactState());
     expect(exact).toMatchObject({ ...counts, nextDueInMs: 0, countLimit: null });
     expect(exact.oldestDueWaitMs).toBeGreaterThanOrEqual(180_000);
     expect(exact.oldestDueWaitMs).toBeLessThan(240_000);
 
     // The types filter applies to every figure.
     const [other] = await enqueue(event({ type: 'org.created' }));
-    expect(value(await repo.pendingState({ types: ['org.created'] }))).toMatchObject({
+    expect(value(await t.repo.pendingState({ types: ['org.created'] }))).toMatchObject({
       due: 1,
       retrying: 0,
       inFlight: 0,
@@ -889,22 +795,22 @@ describe('outbox lease proof', () => {
       dead: 0,
       nextDueInMs: 0,
     });
-    await sql.query(
+    await t.sql.query(
       `UPDATE outbox_event SET next_attempt_at = now() + interval '1 hour' WHERE id = $1`,
       [other],
     );
-    const filtered = value(await repo.pendingState({ types: ['org.created'] }));
+    const filtered = value(await t.repo.pendingState({ types: ['org.created'] }));
     expect(filtered).toMatchObject({ due: 0, retrying: 1, oldestDueWaitMs: null });
     expect(filtered.nextDueInMs).toBeGreaterThan(3_500_000);
-    const filteredNextDue = value(await repo.nextDue({ types: ['org.created'] }));
+    const filteredNextDue = value(await t.repo.nextDue({ types: ['org.created'] }));
     expect(filteredNextDue).toBeGreaterThan(3_500_000);
     expect(filteredNextDue).toBeLessThanOrEqual(3_600_000);
-    expect(value(await repo.nextDue({ types: ['no.such.type'] }))).toBeNull();
+    expect(value(await t.repo.nextDue({ types: ['no.such.type'] }))).toBeNull();
   });
 
   it('16b. pendingState counts stop at countLimit, and say so; exactState counts them all', async () => {
     // Five rows in each state, as the outbox's statements leave them.
-    await sql.query(
+    await t.sql.query(
       `INSERT INTO outbox_event
          (id, type, aggregate_type, aggregate_id, payload, attempts,
           next_attempt_at, lease_expires_at, dead_at)
@@ -923,7 +829,7 @@ describe('outbox lease proof', () => {
     );
     const five = { due: 5, retrying: 5, inFlight: 5, expiredLeases: 5, dead: 5 };
 
-    expect(value(await repo.pendingState({ countLimit: 3 }))).toMatchObject({
+    expect(value(await t.repo.pendingState({ countLimit: 3 }))).toMatchObject({
       due: 3,
       retrying: 3,
       inFlight: 3,
@@ -932,15 +838,15 @@ describe('outbox lease proof', () => {
       countLimit: 3,
       nextDueInMs: 0,
     });
-    expect(value(await repo.pendingState({ countLimit: 5 }))).toMatchObject({
+    expect(value(await t.repo.pendingState({ countLimit: 5 }))).toMatchObject({
       ...five,
       countLimit: 5,
     });
-    expect(value(await repo.pendingState())).toMatchObject({ ...five, countLimit: 1000 });
-    expect(value(await repo.exactState())).toMatchObject({ ...five, countLimit: null });
+    expect(value(await t.repo.pendingState())).toMatchObject({ ...five, countLimit: 1000 });
+    expect(value(await t.repo.exactState())).toMatchObject({ ...five, countLimit: null });
     // Six leases in flight and four retrying rows share the range beyond now(); the cap applies
     // to what remains once the leases are taken out.
-    await sql.query(
+    await t.sql.query(
       `UPDATE outbox_event
        SET lease_expires_at = next_attempt_at
        WHERE id = (SELECT id FROM outbox_event
@@ -948,57 +854,57 @@ describe('outbox lease proof', () => {
                      AND next_attempt_at > now()
                    LIMIT 1)`,
     );
-    expect(value(await repo.pendingState({ countLimit: 4 }))).toMatchObject({
+    expect(value(await t.repo.pendingState({ countLimit: 4 }))).toMatchObject({
       retrying: 4,
       inFlight: 4,
     });
-    expect(value(await repo.pendingState({ countLimit: 6 }))).toMatchObject({
+    expect(value(await t.repo.pendingState({ countLimit: 6 }))).toMatchObject({
       retrying: 4,
       inFlight: 6,
     });
-    await expect(repo.pendingState({ countLimit: 0 })).rejects.toThrow(RangeError);
+    await expect(t.repo.pendingState({ countLimit: 0 })).rejects.toThrow(RangeError);
   });
 
   it('17. the sweep removes delivered rows past the cutoff and keeps newer delivered, live and dead rows', async () => {
     const ids = await enqueue(...Array.from({ length: 9 }, () => event()));
     const [old1, old2, old3, old4, old5, recent, live, dead, deadOld] = ids;
-    await sql.query(
+    await t.sql.query(
       `UPDATE outbox_event SET dispatched_at = now() - interval '2 hours' WHERE id = ANY($1::uuid[])`,
       [[old1, old2, old3, old4, old5]],
     );
-    await sql.query(
+    await t.sql.query(
       `UPDATE outbox_event SET dispatched_at = now() - interval '10 minutes' WHERE id = $1`,
       [recent],
     );
-    await sql.query(
+    await t.sql.query(
       `UPDATE outbox_event SET dead_at = now() - interval '30 days', occurred_at = now() - interval '30 days'
        WHERE id = ANY($1::uuid[])`,
       [[dead, deadOld]],
     );
 
-    expect(value(await retention.sweep({ retentionMs: HOUR, batchSize: 2 }))).toBe(5);
-    const { rows } = await sql.query<{ id: string }>('SELECT id FROM outbox_event');
+    expect(value(await t.retention.sweep({ retentionMs: HOUR, batchSize: 2 }))).toBe(5);
+    const { rows } = await t.sql.query<{ id: string }>('SELECT id FROM outbox_event');
     expect(rows.map((r) => r.id).sort()).toEqual([recent, live, dead, deadOld].sort());
-    expect(value(await retention.sweep({ retentionMs: HOUR, batchSize: 2 }))).toBe(0);
+    expect(value(await t.retention.sweep({ retentionMs: HOUR, batchSize: 2 }))).toBe(0);
   });
 
   it('18. a sweep and a claim running together never block each other', async () => {
     const ids = await enqueue(...Array.from({ length: 6 }, () => event()));
     const expired = ids.slice(0, 4);
     const live = ids.slice(4);
-    await sql.query(
+    await t.sql.query(
       `UPDATE outbox_event SET dispatched_at = now() - interval '2 hours' WHERE id = ANY($1::uuid[])`,
       [expired],
     );
     // Stores that error instead of waiting on any lock, so a block fails the test: their own
     // lock_timeout (SET LOCAL), which a transaction pooler keeps, unlike a session setting.
-    const impatientRepo = new OutboxLeaseStore(db.dataSource, {
+    const impatientRepo = new OutboxLeaseStore(t.db.dataSource, {
       channel: CHANNEL,
       lockTimeoutMs: 2000,
     });
-    const impatientRetention = new RetentionStore(db.dataSource, { lockTimeoutMs: 2000 });
-    const claimer = await db.connect();
-    const sweeper = await db.connect();
+    const impatientRetention = new RetentionStore(t.db.dataSource, { lockTimeoutMs: 2000 });
+    const claimer = await t.db.connect();
+    const sweeper = await t.db.connect();
     try {
       // An open claim holding one live row, and an open sweep holding two expired rows.
       await claimer.query('BEGIN');
@@ -1023,17 +929,17 @@ describe('outbox lease proof', () => {
   });
 
   it('19. with 100,000 delivered rows and 100 live rows, the claim plan reads the due indexes', async () => {
-    await sql.query(
+    await t.sql.query(
       `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, dispatched_at, occurred_at)
        SELECT gen_random_uuid(), 'bulk.delivered', 'bulk', g::text, '{}'::jsonb,
               now() - interval '1 day', now() - interval '2 days'
        FROM generate_series(1, 100000) AS g`,
     );
     await enqueue(...Array.from({ length: 100 }, (_, i) => event({ aggregateId: `live-${i}` })));
-    await sql.query('ANALYZE outbox_event');
+    await t.sql.query('ANALYZE outbox_event');
 
     for (const types of [null, ['invoice.paid', 'member.invited']]) {
-      const { rows } = await sql.query(`EXPLAIN (FORMAT JSON) ${CLAIM}`, [
+      const { rows } = await t.sql.query(`EXPLAIN (FORMAT JSON) ${CLAIM}`, [
         100,
         60_000,
         types,
@@ -1061,24 +967,13 @@ describe('outbox lease proof', () => {
     const secretError = new Error(
       `connect to postgres://app:pa55word@db:5432/app failed; Authorization: Bearer tok_ABCDEFGH123; ${'x'.repeat(5000)}`,
     );
-    value(
-      await repo.markFailed(
-        [
-          {
-            id,
-            attempts: claimed.attempts,
-            handlers: [],
-            failedHandlers: ['h'],
-            error: secretError,
-            retryDelayMs: 0,
-            failures: [],
-            pending: [],
-            dead: claimed.attempts >= 1,
-          },
-        ],
-        { deadRetryMs: HOUR },
-      ),
-    );
+    await failOnce({
+      id,
+      attempts: claimed.attempts,
+      failedHandlers: ['h'],
+      error: secretError,
+      dead: claimed.attempts >= 1,
+    });
     const stored = (await row(id))!.last_error as string;
     expect(stored).toContain('postgres://[redacted]@db:5432/app failed');
     expect(stored).not.toContain('pa55word');
@@ -1099,7 +994,7 @@ describe('outbox lease proof: shutdown', () => {
     expect(reclaimed).toMatchObject({ id: kept, attempts: 2 });
 
     const outcome = value(
-      await repo.release(claimed.map((r) => ({ id: r.id, attempts: r.attempts }))),
+      await t.repo.release(claimed.map((r) => ({ id: r.id, attempts: r.attempts }))),
     );
     expect(outcome).toEqual({ settled: [given], stale: [kept] });
     expect(await row(given)).toMatchObject({ attempts: 0, lease_expires_at: null });
@@ -1113,7 +1008,7 @@ describe('outbox lease proof: shutdown', () => {
 });
 
 async function sqlNow(): Promise<Date> {
-  const { rows } = await sql.query<{ now: Date }>('SELECT clock_timestamp() AS now');
+  const { rows } = await t.sql.query<{ now: Date }>('SELECT clock_timestamp() AS now');
   return rows[0].now;
 }
 

@@ -2,8 +2,6 @@ import { Injectable, Scope, type INestApplication } from '@nestjs/common';
 import { ConfigModule, ConfigService } from '@nestjs/config';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import type { Client } from 'pg';
-import { DataSource } from 'typeorm';
 import {
   DuplicateOutboxHandlerError,
   EmptyOutboxHandlerEventsError,
@@ -24,26 +22,12 @@ import {
   type ResolvedOutboxOptions,
 } from '@app/outbox';
 import { clsTransactionsModule } from './support/cls-transactions';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { createOutboxApp } from './support/outbox-app';
+import { useTestDatabase } from './support/test-database';
+import { createOutboxApp, emitCommitted } from './support/outbox-app';
 
 /** What fails the boot, how the module is configured, and the ambient transaction. */
 
-let db: TestDatabase;
-let sql: Client;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  sql = await db.connect();
-});
-
-afterAll(async () => {
-  await db?.close();
-});
-
-beforeEach(async () => {
-  await sql.query('TRUNCATE outbox_event');
-});
+const t = useTestDatabase({ truncateEach: ['outbox_event'] });
 
 const received: string[] = [];
 
@@ -60,7 +44,7 @@ async function bootFailure(
   outbox: OutboxModuleOptions = {},
 ): Promise<Error> {
   const error = await createOutboxApp({
-    url: db.url,
+    url: t.db.url,
     outbox: { autoStart: false, ...outbox },
     providers,
   }).then(
@@ -74,35 +58,74 @@ async function bootFailure(
 }
 
 describe('OutboxModule boot failures', () => {
-  it('a handler name that is not kebab-case fails the boot', async () => {
-    @Injectable()
-    class Camel {
-      @OnOutboxEvent('webhookFanout', { events: ['x'] })
-      handle() {}
-    }
-    const error = await bootFailure([Camel]);
-    expect(error).toBeInstanceOf(InvalidOutboxHandlerNameError);
-    expect(error.message).toBe(
-      'Outbox handler name "webhookFanout" on Camel.handle must be kebab-case (lowercase letters and digits separated by single dashes, for example "webhook-fanout")',
-    );
-  });
+  @Injectable()
+  class Camel {
+    @OnOutboxEvent('webhookFanout', { events: ['x'] })
+    handle() {}
+  }
+  @Injectable()
+  class First {
+    @OnOutboxEvent('audit-log', { events: ['invoice.paid', 'x'] })
+    handle() {}
+  }
+  @Injectable()
+  class Second {
+    @OnOutboxEvent('audit-log', { events: '*' })
+    handle() {}
+  }
+  @Injectable({ scope: Scope.REQUEST })
+  class PerRequest {
+    @OnOutboxEvent('per-request', { events: ['x'] })
+    handle() {}
+  }
+  @Injectable()
+  class Nothing {
+    @OnOutboxEvent('nothing', { events: [] })
+    handle() {}
+  }
+  @Injectable()
+  class Slow {
+    @OnOutboxEvent('slow-export', { events: ['report.requested'], timeoutMs: 60_000 })
+    handle() {}
+  }
 
-  it('two handlers with one name for the same event type fail the boot', async () => {
-    @Injectable()
-    class First {
-      @OnOutboxEvent('audit-log', { events: ['invoice.paid', 'x'] })
-      handle() {}
-    }
-    @Injectable()
-    class Second {
-      @OnOutboxEvent('audit-log', { events: '*' })
-      handle() {}
-    }
-    const error = await bootFailure([First, Second]);
-    expect(error).toBeInstanceOf(DuplicateOutboxHandlerError);
-    expect(error.message).toMatch(
-      /^Outbox handler name "audit-log" is used twice for event type "(invoice\.paid|\*)": First\.handle and Second\.handle; give each handler its own name$/,
-    );
+  it.each([
+    [
+      'a handler name that is not kebab-case fails the boot',
+      [Camel],
+      InvalidOutboxHandlerNameError,
+      'Outbox handler name "webhookFanout" on Camel.handle must be kebab-case (lowercase letters and digits separated by single dashes, for example "webhook-fanout")',
+    ],
+    [
+      'two handlers with one name for the same event type fail the boot',
+      [First, Second],
+      DuplicateOutboxHandlerError,
+      expect.stringMatching(
+        /^Outbox handler name "audit-log" is used twice for event type "(invoice\.paid|\*)": First\.handle and Second\.handle; give each handler its own name$/,
+      ),
+    ],
+    [
+      'a handler on a request-scoped provider fails the boot',
+      [PerRequest],
+      ScopedOutboxHandlerError,
+      'Outbox handler "per-request" on PerRequest.handle belongs to a request- or transient-scoped provider; outbox handlers run outside any request, so the provider must be a singleton',
+    ],
+    [
+      'an empty events list fails the boot',
+      [Nothing],
+      EmptyOutboxHandlerEventsError,
+      `Outbox handler "nothing" on Nothing.handle subscribes to no event: events must be '*' or a non-empty list of event types, got []`,
+    ],
+    [
+      "a handler's own timeoutMs the lease cannot cover fails the boot, naming the handler, the value and the lease",
+      [Slow],
+      InvalidOutboxHandlerTimeoutError,
+      'Outbox handler "slow-export" on Slow.handle has timeoutMs 60000: it must be an integer from 1, and the lease (leaseMs 60000) must cover it plus 1000 ms to settle, so a claimed event is settled before another instance may claim it',
+    ],
+  ])('%s', async (_title, providers, errorClass, message) => {
+    const error = await bootFailure(providers);
+    expect(error).toBeInstanceOf(errorClass);
+    expect(error.message).toEqual(message);
   });
 
   it('one name on different event types is allowed', async () => {
@@ -114,50 +137,11 @@ describe('OutboxModule boot failures', () => {
       b() {}
     }
     const app = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       outbox: { autoStart: false },
       providers: [Split],
     });
     await app.close();
-  });
-
-  it('a handler on a request-scoped provider fails the boot', async () => {
-    @Injectable({ scope: Scope.REQUEST })
-    class PerRequest {
-      @OnOutboxEvent('per-request', { events: ['x'] })
-      handle() {}
-    }
-    const error = await bootFailure([PerRequest]);
-    expect(error).toBeInstanceOf(ScopedOutboxHandlerError);
-    expect(error.message).toBe(
-      'Outbox handler "per-request" on PerRequest.handle belongs to a request- or transient-scoped provider; outbox handlers run outside any request, so the provider must be a singleton',
-    );
-  });
-
-  it('an empty events list fails the boot', async () => {
-    @Injectable()
-    class Nothing {
-      @OnOutboxEvent('nothing', { events: [] })
-      handle() {}
-    }
-    const error = await bootFailure([Nothing]);
-    expect(error).toBeInstanceOf(EmptyOutboxHandlerEventsError);
-    expect(error.message).toBe(
-      `Outbox handler "nothing" on Nothing.handle subscribes to no event: events must be '*' or a non-empty list of event types, got []`,
-    );
-  });
-
-  it("a handler's own timeoutMs the lease cannot cover fails the boot, naming the handler, the value and the lease", async () => {
-    @Injectable()
-    class Slow {
-      @OnOutboxEvent('slow-export', { events: ['report.requested'], timeoutMs: 60_000 })
-      handle() {}
-    }
-    const error = await bootFailure([Slow]);
-    expect(error).toBeInstanceOf(InvalidOutboxHandlerTimeoutError);
-    expect(error.message).toBe(
-      'Outbox handler "slow-export" on Slow.handle has timeoutMs 60000: it must be an integer from 1, and the lease (leaseMs 60000) must cover it plus 1000 ms to settle, so a claimed event is settled before another instance may claim it',
-    );
   });
 
   it('the handlers option overrides a handler, is checked like the decorator, and must name a handler', async () => {
@@ -178,7 +162,7 @@ describe('OutboxModule boot failures', () => {
     expect(unknown.message).toContain('no @OnOutboxEvent handler is named "webhook-sendr"');
 
     const app = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       outbox: {
         autoStart: false,
         handlers: { 'webhook-sender': { retry: [10, 20], timeoutMs: 50 } },
@@ -217,7 +201,7 @@ describe('OutboxModule boot failures', () => {
       [{ ledger: { ordered: { onDead: 'skip' } } }, { onDead: 'skip' }],
     ] as const) {
       const app = await createOutboxApp({
-        url: db.url,
+        url: t.db.url,
         outbox: { autoStart: false, handlers },
         providers: [Ledger],
       });
@@ -244,7 +228,7 @@ describe('OutboxModule boot failures', () => {
 
   it('invalid options from forRootAsync fail the boot', async () => {
     const error = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       outboxModule: OutboxModule.forRootAsync({ useFactory: () => ({ handlerTimeoutMs: 60_000 }) }),
     }).catch((e: Error) => e);
     expect(error).toBeInstanceOf(InvalidOutboxOptionsError);
@@ -257,7 +241,7 @@ describe('OutboxModule boot failures', () => {
 describe('OutboxModule configuration', () => {
   it('forRoot applies the given options over the defaults', async () => {
     const app = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       outbox: { autoStart: false, maxAttempts: 4, types: ['thing.happened'] },
       providers: [Receiver],
     });
@@ -276,7 +260,7 @@ describe('OutboxModule configuration', () => {
   it('forRootAsync reads its options from ConfigService and delivers', async () => {
     received.length = 0;
     const app = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       imports: [
         ConfigModule.forRoot({ ignoreEnvFile: true, load: [() => ({ OUTBOX_MAX_ATTEMPTS: '7' })] }),
       ],
@@ -292,16 +276,8 @@ describe('OutboxModule configuration', () => {
     });
     try {
       expect(app.get<ResolvedOutboxOptions>(OUTBOX_OPTIONS).maxAttempts).toBe(7);
-      const id = await app
-        .get(DataSource)
-        .transaction((manager) =>
-          app
-            .get(OutboxPublisher)
-            .emit(
-              { type: 'thing.happened', aggregateType: 't', aggregateId: '1', payload: {} },
-              { manager },
-            ),
-        );
+      const thing = { type: 'thing.happened', aggregateType: 't', aggregateId: '1', payload: {} };
+      const id = await emitCommitted(app, thing);
       await app.get(OutboxEngine).drainOnce();
       expect(received).toEqual([id]);
     } finally {
@@ -315,7 +291,7 @@ describe('OutboxPublisher with @nestjs-cls/transactional', () => {
 
   beforeAll(async () => {
     app = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       outbox: { autoStart: false },
       imports: [clsTransactionsModule()],
       providers: [Receiver],
@@ -334,7 +310,7 @@ describe('OutboxPublisher with @nestjs-cls/transactional', () => {
       await txHost.tx.query(`SELECT 1`);
       return app.get(OutboxPublisher).emit(event);
     });
-    const { rows } = await sql.query('SELECT id FROM outbox_event');
+    const { rows } = await t.sql.query('SELECT id FROM outbox_event');
     expect(rows).toEqual([{ id }]);
   });
 
@@ -346,7 +322,7 @@ describe('OutboxPublisher with @nestjs-cls/transactional', () => {
         throw new Error('undo');
       }),
     ).rejects.toThrow('undo');
-    const { rows } = await sql.query('SELECT id FROM outbox_event');
+    const { rows } = await t.sql.query('SELECT id FROM outbox_event');
     expect(rows).toEqual([]);
   });
 
@@ -354,7 +330,7 @@ describe('OutboxPublisher with @nestjs-cls/transactional', () => {
     await expect(app.get(OutboxPublisher).emit(event)).rejects.toThrow(
       OutboxTransactionRequiredError,
     );
-    const { rows } = await sql.query('SELECT id FROM outbox_event');
+    const { rows } = await t.sql.query('SELECT id FROM outbox_event');
     expect(rows).toEqual([]);
   });
 });

@@ -1,5 +1,4 @@
-import { Inject, Injectable, type INestApplication } from '@nestjs/common';
-import type { Client } from 'pg';
+import { Inject, Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
@@ -10,8 +9,8 @@ import {
   type OutboxEvent,
   type OutboxModuleOptions,
 } from '@app/outbox';
-import { createOutboxApp, deferred, eventually } from './support/outbox-app';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { createOutboxApp, deferred, eventually, useTestLeftovers } from './support/outbox-app';
+import { eventRow, useTestDatabase } from './support/test-database';
 
 /**
  * What the running dispatcher claims: two instances sharing one table, a `types` filter, and
@@ -64,26 +63,11 @@ class AuditLog {
   }
 }
 
-let db: TestDatabase;
-let sql: Client;
-const apps: INestApplication[] = [];
+const t = useTestDatabase({ truncateEach: ['outbox_event'] });
+const { closeAfterTest } = useTestLeftovers();
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  sql = await db.connect();
-});
-
-beforeEach(async () => {
-  await sql.query('TRUNCATE outbox_event');
-});
-
-afterEach(async () => {
-  await Promise.all(apps.splice(0).map((app) => app.close()));
+afterEach(() => {
   jest.restoreAllMocks();
-});
-
-afterAll(async () => {
-  await db?.close();
 });
 
 interface Instance {
@@ -97,11 +81,11 @@ interface Instance {
 async function instance(outbox: OutboxModuleOptions = {}): Promise<Instance> {
   const log = new InstanceLog();
   const app = await createOutboxApp({
-    url: db.url,
+    url: t.db.url,
     outbox: { retention: { enabled: false }, ...outbox, autoStart: true },
     providers: [{ provide: INSTANCE_LOG, useValue: log }, Ledger, AuditLog],
   });
-  apps.push(app);
+  closeAfterTest(app);
   return {
     dispatcher: app.get(OutboxEngine),
     publisher: app.get(OutboxPublisher),
@@ -122,16 +106,13 @@ function emit(at: Instance, events: NewOutboxEvent[]): Promise<string[]> {
 }
 
 async function undelivered(): Promise<number> {
-  const { rows } = await sql.query(
+  const { rows } = await t.sql.query(
     'SELECT count(*)::int AS n FROM outbox_event WHERE dispatched_at IS NULL',
   );
   return rows[0].n;
 }
 
-async function row(id: string) {
-  const { rows } = await sql.query('SELECT * FROM outbox_event WHERE id = $1', [id]);
-  return rows[0];
-}
+const row = (id: string) => eventRow(t.sql, id);
 
 describe('OutboxModule claiming', () => {
   it('two instances on one database deliver 1,000 events with every handler run exactly once per event, and both take part', async () => {
@@ -161,7 +142,7 @@ describe('OutboxModule claiming', () => {
     expect(b.log.calls.length).toBeGreaterThan(0);
     expect(a.log.calls.length + b.log.calls.length).toBe(2000);
 
-    const { rows } = await sql.query(
+    const { rows } = await t.sql.query(
       `SELECT count(*)::int AS n FROM outbox_event
        WHERE attempts = 1 AND deliveries ?& array['ledger', 'audit-log']`,
     );

@@ -1,19 +1,17 @@
 import { Controller, Get, Injectable, type INestApplication } from '@nestjs/common';
 import { ScheduleModule, SchedulerRegistry } from '@nestjs/schedule';
 import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
-import { DataSource } from 'typeorm';
-import type { Client } from 'pg';
 import request from 'supertest';
 import {
   OnOutboxEvent,
   OUTBOX_RETENTION_JOB,
   OutboxEngine,
   OutboxHealthIndicator,
-  OutboxPublisher,
   type OutboxModuleOptions,
 } from '@app/outbox';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { createOutboxApp, deferred, eventually } from './support/outbox-app';
+import { useTestDatabase } from './support/test-database';
+import { createOutboxApp, deferred, emitCommitted, eventually } from './support/outbox-app';
+import { memberInvited } from './support/events';
 import { holdHorizon } from './support/horizon';
 
 /** Readiness over real HTTP (Terminus), and the retention sweep on its schedule. */
@@ -55,29 +53,18 @@ class Mailer {
   }
 }
 
-let db: TestDatabase;
-let sql: Client;
+const t = useTestDatabase({ truncateEach: ['outbox_event'] });
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  sql = await db.connect();
-});
-
-afterAll(async () => {
-  await db?.close();
-});
-
-beforeEach(async () => {
+beforeEach(() => {
   probe.maxLagMs = MAX_LAG_MS;
   probe.timeoutMs = undefined;
   hold = undefined;
   handled = 0;
-  await sql.query('TRUNCATE outbox_event');
 });
 
 async function startHealthApp(outbox: OutboxModuleOptions = {}): Promise<INestApplication> {
   const app = await createOutboxApp({
-    url: db.url,
+    url: t.db.url,
     outbox: { retention: { enabled: false }, ...outbox },
     providers: [Mailer],
     controllers: [HealthController],
@@ -90,7 +77,7 @@ async function startHealthApp(outbox: OutboxModuleOptions = {}): Promise<INestAp
 /** Rows written straight to the table: no NOTIFY, so the running dispatcher does not wake. */
 async function insert(columns: Record<string, string>): Promise<string> {
   const names = Object.keys(columns);
-  const { rows } = await sql.query(
+  const { rows } = await t.sql.query(
     `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload${names
       .map((name) => `, ${name}`)
       .join('')})
@@ -107,7 +94,7 @@ const dead = () => insert({ attempts: '3', dead_at: 'now()', last_error: `'gone'
 const delivered = (at: string) => insert({ attempts: '1', dispatched_at: at });
 
 async function ids(): Promise<string[]> {
-  const { rows } = await sql.query('SELECT id FROM outbox_event ORDER BY id');
+  const { rows } = await t.sql.query('SELECT id FROM outbox_event ORDER BY id');
   return rows.map((r) => r.id);
 }
 
@@ -177,7 +164,7 @@ describe('OutboxHealthIndicator over HTTP', () => {
   });
 
   it('stays up (200) while a long transaction holds the xmin horizon, and says how long it has', async () => {
-    const horizon = await holdHorizon(() => db.connect());
+    const horizon = await holdHorizon(() => t.db.connect());
     try {
       await new Promise((resolve) => setTimeout(resolve, 300));
 
@@ -218,7 +205,7 @@ describe('OutboxHealthIndicator over HTTP', () => {
   });
 
   it('is down (503) with the store error, and never throws, when its state query fails', async () => {
-    await sql.query('ALTER TABLE outbox_event RENAME TO outbox_event_away');
+    await t.sql.query('ALTER TABLE outbox_event RENAME TO outbox_event_away');
     try {
       const res = await request(app.getHttpServer()).get('/health');
       expect(res.status).toBe(503);
@@ -240,13 +227,13 @@ describe('OutboxHealthIndicator over HTTP', () => {
         }),
       });
     } finally {
-      await sql.query('ALTER TABLE outbox_event_away RENAME TO outbox_event');
+      await t.sql.query('ALTER TABLE outbox_event_away RENAME TO outbox_event');
     }
     expect((await request(app.getHttpServer()).get('/health')).status).toBe(200);
   });
 
   it('is down (503) with a timeout message when its state query hangs past timeoutMs', async () => {
-    const locker = await db.connect();
+    const locker = await t.db.connect();
     await locker.query('BEGIN');
     await locker.query('LOCK TABLE outbox_event IN ACCESS EXCLUSIVE MODE');
     try {
@@ -268,16 +255,7 @@ describe('OutboxHealthIndicator over HTTP', () => {
 describe('OutboxHealthIndicator while the app shuts down', () => {
   /** Emits one event and waits until its handler runs (held open by the test's gate). */
   async function emitAndRun(app: INestApplication): Promise<void> {
-    await app
-      .get(DataSource)
-      .transaction((manager) =>
-        app
-          .get(OutboxPublisher)
-          .emit(
-            { type: 'member.invited', aggregateType: 'member', aggregateId: 'm-1', payload: {} },
-            { manager },
-          ),
-      );
+    await emitCommitted(app, memberInvited());
     await eventually('the handler is running', () => handled === 1);
   }
 
@@ -314,7 +292,7 @@ describe('OutboxHealthIndicator while the app shuts down', () => {
     hold = gate.promise;
     const app = await startHealthApp({ shutdownGraceMs: 10_000 });
     const dispatcher = app.get(OutboxEngine);
-    const locker = await db.connect();
+    const locker = await t.db.connect();
     let closing: Promise<void> | undefined;
     try {
       await emitAndRun(app);
@@ -326,7 +304,7 @@ describe('OutboxHealthIndicator while the app shuts down', () => {
         .get('/health')
         .then((res) => res);
       await eventually('the probe waits on the lock', async () => {
-        const { rows } = await sql.query(
+        const { rows } = await t.sql.query(
           `SELECT 1 FROM pg_stat_activity
            WHERE datname = current_database() AND wait_event_type = 'Lock'`,
         );
@@ -369,13 +347,13 @@ describe('OutboxRetentionSweeper on its schedule', () => {
     ].sort();
     // Nothing handles the live row's lease here: the dispatcher stays off.
     const app = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       outbox: { autoStart: false, ...retention },
       imports: [ScheduleModule.forRoot()],
     });
     try {
       await eventually('the sweep deletes the expired delivered event', async () => {
-        const { rows } = await sql.query('SELECT 1 FROM outbox_event WHERE id = $1', [old]);
+        const { rows } = await t.sql.query('SELECT 1 FROM outbox_event WHERE id = $1', [old]);
         return rows.length === 0;
       });
       expect(await ids()).toEqual(kept);
@@ -386,7 +364,7 @@ describe('OutboxRetentionSweeper on its schedule', () => {
 
   it("registers its job under OUTBOX_RETENTION_JOB in the app's SchedulerRegistry and removes it at close", async () => {
     const app = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       outbox: { autoStart: false, ...retention },
       imports: [ScheduleModule.forRoot()],
     });

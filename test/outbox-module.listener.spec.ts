@@ -1,5 +1,4 @@
 import { Injectable, type INestApplication } from '@nestjs/common';
-import type { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
@@ -12,7 +11,7 @@ import {
 } from '@app/outbox';
 import { createOutboxApp, eventually } from './support/outbox-app';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { eventRow, useTestDatabase } from './support/test-database';
 
 /**
  * The running dispatcher and its LISTEN connection, through the real module: every test uses a
@@ -32,18 +31,11 @@ class Ledger {
   }
 }
 
-let db: TestDatabase;
-let sql: Client;
+const t = useTestDatabase({ truncateEach: ['outbox_event'] });
 let pendingState: jest.SpiedFunction<OutboxLeaseStore['nextDue']>;
 const cleanups: Array<() => Promise<void>> = [];
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  sql = await db.connect();
-});
-
-beforeEach(async () => {
-  await sql.query('TRUNCATE outbox_event');
+beforeEach(() => {
   // Every next-due probe of the dispatcher, so a test can wait until its drain is over.
   pendingState = jest.spyOn(OutboxLeaseStore.prototype, 'nextDue');
 });
@@ -51,10 +43,6 @@ beforeEach(async () => {
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   jest.restoreAllMocks();
-});
-
-afterAll(async () => {
-  await db?.close();
 });
 
 interface Running {
@@ -67,7 +55,7 @@ interface Running {
 
 async function start(outbox: OutboxModuleOptions = {}): Promise<Running> {
   const app = await createOutboxApp({
-    url: db.url,
+    url: t.db.url,
     outbox: { pollIntervalMs: TEN_MINUTES, retention: { enabled: false }, ...outbox },
     providers: [Ledger],
   });
@@ -89,7 +77,7 @@ async function start(outbox: OutboxModuleOptions = {}): Promise<Running> {
  * the app's connections go through a pooler (see test/support/pooler.ts).
  */
 async function proxy(): Promise<TcpProxy> {
-  const url = new URL(db.directUrl);
+  const url = new URL(t.db.directUrl);
   const started = await startTcpProxy({ host: url.hostname, port: Number(url.port || '5432') });
   cleanups.push(() => started.close());
   return started;
@@ -97,7 +85,7 @@ async function proxy(): Promise<TcpProxy> {
 
 /** The test database reached through the proxy. */
 function urlThrough(relay: TcpProxy): string {
-  const url = new URL(db.directUrl);
+  const url = new URL(t.db.directUrl);
   url.hostname = '127.0.0.1';
   url.port = String(relay.port);
   return url.toString();
@@ -152,17 +140,14 @@ function delivered(running: Running, id: string): boolean {
 
 /** Backend pids of the dispatcher's LISTEN connection on this test's database. */
 async function listenerBackends(): Promise<number[]> {
-  const { rows } = await sql.query<{ pid: number }>(
+  const { rows } = await t.sql.query<{ pid: number }>(
     `SELECT pid FROM pg_stat_activity WHERE application_name = 'outbox-listener' AND datname = $1`,
-    [db.name],
+    [t.db.name],
   );
   return rows.map((row) => row.pid);
 }
 
-async function row(id: string) {
-  const { rows } = await sql.query('SELECT * FROM outbox_event WHERE id = $1', [id]);
-  return rows[0];
-}
+const row = (id: string) => eventRow(t.sql, id);
 
 describe('OutboxModule listener', () => {
   it('delivers an event promptly on its NOTIFY although the poll is ten minutes away', async () => {
@@ -184,7 +169,7 @@ describe('OutboxModule listener', () => {
     const [killed] = await listenerBackends();
     expect(killed).toBeDefined();
 
-    const { rows } = await sql.query<{ terminated: boolean }>(
+    const { rows } = await t.sql.query<{ terminated: boolean }>(
       'SELECT pg_terminate_backend($1) AS terminated',
       [killed],
     );

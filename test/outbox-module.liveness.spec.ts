@@ -1,7 +1,5 @@
 import { Controller, Get, Injectable, type INestApplication } from '@nestjs/common';
 import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
-import { DataSource } from 'typeorm';
-import type { Client } from 'pg';
 import request from 'supertest';
 import {
   CLAIM_WEDGED_MARGIN_MS,
@@ -9,13 +7,13 @@ import {
   OutboxEngine,
   OutboxHealthIndicator,
   OutboxLivenessIndicator,
-  OutboxPublisher,
   OutboxLeaseStore,
   type ClaimOptions,
   type OutboxModuleOptions,
 } from '@app/outbox';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { createOutboxApp, deferred, eventually } from './support/outbox-app';
+import { useTestDatabase } from './support/test-database';
+import { createOutboxApp, emitCommitted, eventually, useTestLeftovers } from './support/outbox-app';
+import { memberInvited } from './support/events';
 import { startTcpProxy } from './support/tcp-proxy';
 
 /**
@@ -57,36 +55,17 @@ class Mailer {
   }
 }
 
-let db: TestDatabase;
-let sql: Client;
-const open = new Set<INestApplication>();
-/** Handlers and claims a test holds, released after it so a failed test leaves nothing hanging. */
-const holds: Array<() => void> = [];
+const t = useTestDatabase({ truncateEach: ['outbox_event'] });
+const { hold, closeAfterTest, close } = useTestLeftovers();
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  sql = await db.connect();
-});
-
-afterAll(async () => {
-  await db?.close();
-});
-
-beforeEach(async () => {
+beforeEach(() => {
   behaviour = undefined;
   calls = 0;
-  await sql.query('TRUNCATE outbox_event');
-});
-
-afterEach(async () => {
-  for (const release of holds.splice(0)) release();
-  await Promise.all([...open].map((app) => app.close()));
-  open.clear();
 });
 
 async function startApp(
   outbox: OutboxModuleOptions = {},
-  url = db.url,
+  url = t.db.url,
 ): Promise<{ app: INestApplication; dispatcher: OutboxEngine }> {
   const app = await createOutboxApp({
     url,
@@ -95,28 +74,13 @@ async function startApp(
     controllers: [HealthController],
     imports: [TerminusModule.forRoot({ logger: false })],
   });
-  open.add(app);
+  closeAfterTest(app);
   await app.listen(0);
   return { app, dispatcher: app.get(OutboxEngine) };
 }
 
-function hold(): { promise: Promise<void>; resolve: () => void } {
-  const gate = deferred();
-  holds.push(() => gate.resolve());
-  return gate;
-}
-
 async function emit(app: INestApplication, payload: Record<string, unknown> = {}): Promise<void> {
-  await app
-    .get(DataSource)
-    .transaction((manager) =>
-      app
-        .get(OutboxPublisher)
-        .emit(
-          { type: 'member.invited', aggregateType: 'member', aggregateId: 'm-1', payload },
-          { manager },
-        ),
-    );
+  await emitCommitted(app, memberInvited({ payload }));
 }
 
 const live = (app: INestApplication) => request(app.getHttpServer()).get('/health/live');
@@ -153,9 +117,9 @@ describe('OutboxLivenessIndicator', () => {
   });
 
   it('stays up while the database stops answering: claims wait out their bounds and fail, and a failed claim is progress', async () => {
-    const target = new URL(db.url);
+    const target = new URL(t.db.url);
     const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
-    const url = new URL(db.url);
+    const url = new URL(t.db.url);
     url.host = `127.0.0.1:${proxy.port}`;
     try {
       // Short bounds and a fast poll: claims go out one after another, each waiting its bound.
@@ -296,13 +260,13 @@ describe('OutboxLivenessIndicator', () => {
   it('reports figures only: no payload, handler error, connection string or option', async () => {
     const secret = 'handler-secret-7e2f0a';
     const { app, dispatcher } = await startApp({
-      listen: { connectionString: db.url },
+      listen: { connectionString: t.db.url },
       maxAttempts: 1,
     });
     behaviour = () => Promise.reject(new Error(`downstream refused ${secret}`));
     await emit(app, { secret });
     await eventually('the event is dead', async () => {
-      const { rows } = await sql.query('SELECT 1 FROM outbox_event WHERE dead_at IS NOT NULL');
+      const { rows } = await t.sql.query('SELECT 1 FROM outbox_event WHERE dead_at IS NOT NULL');
       return rows.length === 1;
     });
     await eventually('the dispatcher listens', () => dispatcher.listenerState === 'listening');
@@ -313,8 +277,8 @@ describe('OutboxLivenessIndicator', () => {
     expect(Object.keys(res.body.info.outbox).sort()).toEqual(
       ['claimOutMs', 'eventLoopStallMs', 'slots', 'slotsOverdueMs', 'state', 'status'].sort(),
     );
-    const { host, password } = new URL(db.url);
-    for (const text of [secret, db.url, host, password].filter((t) => t.length > 0)) {
+    const { host, password } = new URL(t.db.url);
+    for (const text of [secret, t.db.url, host, password].filter((part) => part.length > 0)) {
       expect(res.text).not.toContain(text);
     }
   });
@@ -326,8 +290,7 @@ describe('OutboxLivenessIndicator', () => {
     await emit(app);
     await eventually('the handler is running', () => calls === 1);
 
-    const closing = app.close();
-    open.delete(app);
+    const closing = close(app);
     try {
       await eventually('the dispatcher is stopping', () => dispatcher.state === 'stopping');
       const readiness = await ready(app);

@@ -1,14 +1,13 @@
 import { Injectable, type INestApplication } from '@nestjs/common';
-import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
   OUTBOX_EVENT_DEAD,
   OutboxEngine,
-  OutboxPublisher,
   type OutboxModuleOptions,
 } from '@app/outbox';
 import { useTestDatabase } from './support/test-database';
-import { createOutboxApp } from './support/outbox-app';
+import { createOutboxApp, emitCommitted } from './support/outbox-app';
+import { memberInvited } from './support/events';
 import { LogCapture } from './support/log-capture';
 
 /** What an operator sees in the logs without SQL: failures, dead events, misrouted handlers. */
@@ -44,16 +43,7 @@ describe('OutboxModule logs', () => {
     const logs = new LogCapture();
     const app = await start(logs, { maxAttempts: 2, retry: { baseMs: 1, maxMs: 1, jitter: 0 } });
     try {
-      const id = await app
-        .get(DataSource)
-        .transaction((manager) =>
-          app
-            .get(OutboxPublisher)
-            .emit(
-              { type: 'member.invited', aggregateType: 'member', aggregateId: 'm-1', payload: {} },
-              { manager },
-            ),
-        );
+      const id = await emitCommitted(app, memberInvited());
       const dispatcher = app.get(OutboxEngine);
       await dispatcher.drainOnce();
       await new Promise((resolve) => setTimeout(resolve, 20));

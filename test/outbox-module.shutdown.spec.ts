@@ -1,18 +1,16 @@
 import { Injectable, Module, type INestApplication, type OnModuleDestroy } from '@nestjs/common';
-import { DataSource } from 'typeorm';
-import type { Client } from 'pg';
 import {
   OnOutboxEvent,
   OutboxEngine,
-  OutboxPublisher,
   SHUTDOWN_MARGIN_MS,
   type HandlerContext,
   type OutboxEngineState,
   type OutboxEvent,
   type OutboxModuleOptions,
 } from '@app/outbox';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { createOutboxApp, deferred, eventually } from './support/outbox-app';
+import { useTestDatabase } from './support/test-database';
+import { createOutboxApp, emitCommitted, eventually, useTestLeftovers } from './support/outbox-app';
+import { eventsOn } from './support/events';
 import { startTcpProxy } from './support/tcp-proxy';
 
 /** Graceful shutdown through the real module: `app.close()` runs the hooks a SIGTERM would. */
@@ -50,73 +48,32 @@ class FeatureClient implements OnModuleDestroy {
 @Module({ providers: [FeatureClient] })
 class FeatureModule {}
 
-let db: TestDatabase;
-let sql: Client;
-/** Apps a test has not closed itself (it failed first): closed after it. */
-const open = new Set<INestApplication>();
-/** Resolvers of handlers a test holds open, so a failed test leaves nothing hanging. */
-const holds: Array<() => void> = [];
+const t = useTestDatabase({ truncateEach: ['outbox_event'] });
+const { hold, closeAfterTest, close } = useTestLeftovers();
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  sql = await db.connect();
-});
-
-afterAll(async () => {
-  await db?.close();
-});
-
-beforeEach(async () => {
+beforeEach(() => {
   calls.length = 0;
   behaviour = undefined;
-  await sql.query('TRUNCATE outbox_event');
-});
-
-afterEach(async () => {
-  for (const release of holds.splice(0)) release();
-  await Promise.all([...open].map((app) => close(app)));
 });
 
 async function start(outbox: OutboxModuleOptions = {}): Promise<INestApplication> {
   const app = await createOutboxApp({
-    url: db.url,
+    url: t.db.url,
     outbox: { retention: { enabled: false }, ...outbox },
     providers: [Mailer],
   });
-  open.add(app);
-  return app;
-}
-
-function close(app: INestApplication): Promise<void> {
-  open.delete(app);
-  return app.close();
-}
-
-/** A handler promise the test resolves; released after the test at the latest. */
-function hold(): { promise: Promise<void>; resolve: () => void } {
-  const gate = deferred();
-  holds.push(() => gate.resolve());
-  return gate;
+  return closeAfterTest(app);
 }
 
 /** Emits the events in one committed transaction, so a single claim sees all of them. */
-async function emit(app: INestApplication, aggregateIds: string[]): Promise<string[]> {
-  const publisher = app.get(OutboxPublisher);
-  return app.get(DataSource).transaction((manager) =>
-    publisher.emit(
-      aggregateIds.map((aggregateId) => ({
-        type: 'member.invited',
-        aggregateType: 'member',
-        aggregateId,
-        payload: { email: `${aggregateId}@example.test` },
-      })),
-      { manager },
-    ),
+const emit = (app: INestApplication, aggregateIds: string[]) =>
+  emitCommitted(
+    app,
+    eventsOn('member.invited', aggregateIds, (member) => ({ email: `${member}@example.test` })),
   );
-}
 
 async function row(id: string) {
-  const { rows } = await sql.query(
+  const { rows } = await t.sql.query(
     `SELECT *, lease_expires_at > now() AS leased, next_attempt_at <= now() AS due
      FROM outbox_event WHERE id = $1`,
     [id],
@@ -314,12 +271,12 @@ describe('OutboxModule shutdown', () => {
       handlerDone = true;
     };
     const app = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       outbox: { retention: { enabled: false }, shutdownGraceMs: 10_000 },
       providers: [Mailer],
       imports: [FeatureModule],
     });
-    open.add(app);
+    closeAfterTest(app);
     const dispatcher = app.get(OutboxEngine);
     await emit(app, ['m-1']);
     await eventually('the handler is running', () => calls.length === 1);
@@ -335,9 +292,9 @@ describe('OutboxModule shutdown', () => {
   });
 
   it('stops within shutdownGraceMs plus its margin when the database stops answering mid-shutdown', async () => {
-    const target = new URL(db.url);
+    const target = new URL(t.db.url);
     const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
-    const url = new URL(db.url);
+    const url = new URL(t.db.url);
     url.host = `127.0.0.1:${proxy.port}`;
     const gate = hold();
     behaviour = () => gate.promise;

@@ -1,17 +1,14 @@
-import { Injectable, type INestApplication } from '@nestjs/common';
-import { DataSource } from 'typeorm';
+import { Injectable } from '@nestjs/common';
 import {
   OnOutboxEvent,
   OutboxAdmin,
   OutboxEngine,
   OutboxHealthIndicator,
-  OutboxPublisher,
   type HandlerContext,
   type NewOutboxEvent,
   type OutboxEvent,
 } from '@app/outbox';
-import { createOutboxApp } from './support/outbox-app';
-import { useTestDatabase } from './support/test-database';
+import { emitCommitted, useOutboxApp } from './support/outbox-app';
 
 /**
  * Ordered handlers through the module, drained by hand: each key's events reach an ordered
@@ -63,25 +60,15 @@ class Handlers {
   }
 }
 
-const t = useTestDatabase();
-let app: INestApplication;
-
-beforeAll(async () => {
-  app = await createOutboxApp({
-    url: t.db.url,
-    outbox: {
-      autoStart: false,
-      retry: { baseMs: 1, maxMs: 1, jitter: 0 },
-      maxAttempts: 2,
-      deadRetryMs: 0,
-      retention: { enabled: false },
-    },
-    providers: [Handlers],
-  });
-});
-
-afterAll(async () => {
-  await app?.close();
+const t = useOutboxApp({
+  outbox: {
+    autoStart: false,
+    retry: { baseMs: 1, maxMs: 1, jitter: 0 },
+    maxAttempts: 2,
+    deadRetryMs: 0,
+    retention: { enabled: false },
+  },
+  providers: [Handlers],
 });
 
 function event(key: string, n: number, type = 'account.credited'): NewOutboxEvent {
@@ -89,15 +76,13 @@ function event(key: string, n: number, type = 'account.credited'): NewOutboxEven
 }
 
 async function emit(events: NewOutboxEvent[]): Promise<void> {
-  await app
-    .get(DataSource)
-    .transaction((manager) => app.get(OutboxPublisher).emit(events, { manager }));
+  await emitCommitted(t.app, events);
 }
 
 /** Drains until nothing is left to deliver; retries are due after 1 ms. */
 async function drainUntilDone(): Promise<void> {
   for (let i = 0; i < 200; i++) {
-    const report = await app.get(OutboxEngine).drainOnce();
+    const report = await t.app.get(OutboxEngine).drainOnce();
     if (!report.ok) throw report.error ?? new Error('drain failed');
     const { rows } = await t.sql.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM outbox_event WHERE dispatched_at IS NULL AND dead_at IS NULL`,
@@ -144,7 +129,7 @@ it("runs an ordered handler on each key's events in their places, a failure hold
 /** Drains until a drain claims nothing and nothing is due within the retry backoff. */
 async function drainUntilQuiet(): Promise<void> {
   for (let i = 0; i < 200; i++) {
-    const report = await app.get(OutboxEngine).drainOnce();
+    const report = await t.app.get(OutboxEngine).drainOnce();
     if (!report.ok) throw report.error ?? new Error('drain failed');
     if (report.claimed > 0) continue;
     const { rows } = await t.sql.query<{ n: number }>(
@@ -168,7 +153,7 @@ it('holds a key behind its dead event until an operator discards it', async () =
   );
   expect(dead.rows).toHaveLength(1);
   expect(calls.filter((c) => c.key === 'k3').map((c) => c.n)).toEqual([10, 10]);
-  const admin = app.get(OutboxAdmin);
+  const admin = t.app.get(OutboxAdmin);
   expect(await admin.blockedKeys()).toEqual({
     items: [
       {
@@ -183,7 +168,7 @@ it('holds a key behind its dead event until an operator discards it', async () =
     next: null,
   });
 
-  await app.get(OutboxAdmin).discard({ ids: [dead.rows[0].id] }, { reason: 'poison' });
+  await t.app.get(OutboxAdmin).discard({ ids: [dead.rows[0].id] }, { reason: 'poison' });
   await drainUntilDone();
   expect(calls.filter((c) => c.key === 'k3').map((c) => c.n)).toEqual([10, 10, 11]);
 });
@@ -195,7 +180,7 @@ it('lists blocked keys by handler and key, page by page, and unblocks a key whos
   await emit([event('k4', 20), event('k4', 21), event('k4', 22)]);
   await emit([event('k5', 30), event('k5', 31)]);
   await drainUntilQuiet();
-  const admin = app.get(OutboxAdmin);
+  const admin = t.app.get(OutboxAdmin);
   const all = await admin.blockedKeys();
   expect(all.items.map((b) => [b.key, b.waiting])).toEqual([
     ['k4', 2],
@@ -208,7 +193,7 @@ it('lists blocked keys by handler and key, page by page, and unblocks a key whos
   expect((await admin.blockedKeys({ key: 'k5' })).items).toEqual([all.items[1]]);
   expect((await admin.blockedKeys({ handler: 'mailer' })).items).toEqual([]);
 
-  const health = async () => (await app.get(OutboxHealthIndicator).isHealthy()).outbox;
+  const health = async () => (await t.app.get(OutboxHealthIndicator).isHealthy()).outbox;
   expect(await health()).toMatchObject({ blockedKeys: 2, orderedWaitMs: null });
 
   failAlways.delete(20);
@@ -227,7 +212,7 @@ it('lists blocked keys by handler and key, page by page, and unblocks a key whos
 });
 
 it('refuses a blocked-keys query it cannot read, naming the field', async () => {
-  const admin = app.get(OutboxAdmin);
+  const admin = t.app.get(OutboxAdmin);
   await expect(admin.blockedKeys({ limit: 0 })).rejects.toThrow(/filter\.limit/);
   await expect(admin.blockedKeys({ after: 'nope' })).rejects.toThrow(/filter\.after/);
   await expect(admin.blockedKeys({ key: '' })).rejects.toThrow(/filter\.key/);
@@ -242,7 +227,7 @@ it('lists a key once, at its head, when an event behind the head is dead for ano
   mailerFails.add(41);
   await emit([event('k6', 40), event('k6', 41, 'account.noted')]);
   await drainUntilQuiet();
-  const admin = app.get(OutboxAdmin);
+  const admin = t.app.get(OutboxAdmin);
   const blocked = await admin.blockedKeys({ key: 'k6' });
   expect(blocked.items.map((b) => [b.handler, b.waiting])).toEqual([['ledger', 1]]);
   // Each handler's runs are in order; the two handlers' runs interleave as they please.
@@ -268,13 +253,13 @@ it('reports in health how long the oldest head retried by an ordered handler has
   await t.sql.query(
     `UPDATE outbox_event SET occurred_at = now() - interval '1 minute' WHERE ordering_key = 'k7'`,
   );
-  const report = await app.get(OutboxEngine).drainOnce();
+  const report = await t.app.get(OutboxEngine).drainOnce();
   expect(report.ok).toBe(true);
-  const { outbox } = await app.get(OutboxHealthIndicator).isHealthy();
+  const { outbox } = await t.app.get(OutboxHealthIndicator).isHealthy();
   expect(outbox.orderedWaitMs).toBeGreaterThanOrEqual(60_000);
   expect(outbox.orderedWaitMs).toBeLessThan(120_000);
   await drainUntilQuiet();
-  expect((await app.get(OutboxHealthIndicator).isHealthy()).outbox.orderedWaitMs).toBeNull();
+  expect((await t.app.get(OutboxHealthIndicator).isHealthy()).outbox.orderedWaitMs).toBeNull();
 });
 
 it('keeps each ordered handler of an event to its own order: one retrying does not hold the other', async () => {

@@ -1,10 +1,9 @@
-import { Injectable, type INestApplication } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { OnOutboxEvent, OutboxPublisher, OutboxLeaseStore, type NewOutboxEvent } from '@app/outbox';
-import { createOutboxApp } from './support/outbox-app';
-import { useTestDatabase } from './support/test-database';
+import { useOutboxApp } from './support/outbox-app';
 
 /**
  * What an emit does for ordered handlers: each event they receive takes the next place in its
@@ -21,24 +20,10 @@ class Handlers {
   mailer() {}
 }
 
-const t = useTestDatabase();
-let app: INestApplication;
-
-beforeAll(async () => {
-  app = await createOutboxApp({
-    url: t.db.url,
-    outbox: { autoStart: false, retention: { enabled: false } },
-    providers: [Handlers],
-  });
-});
-
-afterAll(async () => {
-  await app?.close();
-});
-
-beforeEach(async () => {
-  await t.sql.query('TRUNCATE outbox_event, outbox_ordering_key, outbox_ordering_wait');
-});
+const t = useOutboxApp(
+  { outbox: { autoStart: false, retention: { enabled: false } }, providers: [Handlers] },
+  { truncateEach: ['outbox_event', 'outbox_ordering_key', 'outbox_ordering_wait'] },
+);
 
 function credited(key: string, overrides: Partial<NewOutboxEvent> = {}): NewOutboxEvent {
   return {
@@ -52,8 +37,8 @@ function credited(key: string, overrides: Partial<NewOutboxEvent> = {}): NewOutb
 }
 
 function emitIn(events: NewOutboxEvent[], hold?: Promise<void>): Promise<string[]> {
-  return app.get(DataSource).transaction(async (manager) => {
-    const ids = await app.get(OutboxPublisher).emit(events, { manager });
+  return t.app.get(DataSource).transaction(async (manager) => {
+    const ids = await t.app.get(OutboxPublisher).emit(events, { manager });
     await hold;
     return ids;
   });

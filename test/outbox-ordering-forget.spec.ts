@@ -1,4 +1,4 @@
-import { Injectable, type INestApplication } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
@@ -7,8 +7,8 @@ import {
   type OutboxEvent,
 } from '@app/outbox';
 import { drainUntilIdle } from '@app/outbox/testing';
-import { createOutboxApp, emitCommitted } from './support/outbox-app';
-import { useTestDatabase } from './support/test-database';
+import { emitEachCommitted, useOutboxApp } from './support/outbox-app';
+import { accountCredited } from './support/events';
 
 /**
  * The retention sweep forgets the ordering bookkeeping of keys with nothing left to do, so the
@@ -26,32 +26,17 @@ class Ledger {
   }
 }
 
-const t = useTestDatabase();
-let app: INestApplication;
-
-beforeAll(async () => {
-  app = await createOutboxApp({
-    url: t.db.url,
-    outbox: { autoStart: false, retention: { enabled: false } },
-    providers: [Ledger],
-  });
-});
-
-afterAll(async () => {
-  await app?.close();
-});
+const t = useOutboxApp(
+  { outbox: { autoStart: false, retention: { enabled: false } }, providers: [Ledger] },
+  { truncateEach: ['outbox_event', 'outbox_ordering_key', 'outbox_ordering_wait'] },
+);
 
 /** One transaction per event, as separate requests would. */
-async function emit(account: string, ...numbers: number[]) {
-  for (const n of numbers) {
-    await emitCommitted(app, {
-      type: 'account.credited',
-      aggregateType: 'account',
-      aggregateId: account,
-      payload: { n },
-    });
-  }
-}
+const emit = (account: string, ...numbers: number[]) =>
+  emitEachCommitted(
+    t.app,
+    numbers.map((n) => accountCredited(account, n)),
+  );
 
 async function bookkeeping() {
   const keys = await t.sql.query<{ key: string; last_position: string }>(
@@ -66,27 +51,26 @@ async function bookkeeping() {
   };
 }
 
-beforeEach(async () => {
+beforeEach(() => {
   seen.length = 0;
-  await t.sql.query('TRUNCATE outbox_event, outbox_ordering_key, outbox_ordering_wait');
 });
 
 it('forgets keys with nothing left to do, and keeps those with events to do', async () => {
   await emit('1', 1, 2, 3);
-  await drainUntilIdle(app);
+  await drainUntilIdle(t.app);
   await emit('2', 1, 2);
   expect(await bookkeeping()).toEqual({
     keys: ['account:1@3', 'account:2@2'],
     waits: ['account:1=0', 'account:2=2'],
   });
 
-  await app.get(OutboxRetentionSweeper).sweep();
+  await t.app.get(OutboxRetentionSweeper).sweep();
   expect(await bookkeeping()).toEqual({ keys: ['account:2@2'], waits: ['account:2=2'] });
 
   // A forgotten key starts its places again; a kept one goes on from its last.
   await emit('1', 4, 5);
   await emit('2', 3);
-  await drainUntilIdle(app);
+  await drainUntilIdle(t.app);
   expect(seen.filter((s) => s.startsWith('1:'))).toEqual(['1:1', '1:2', '1:3', '1:4', '1:5']);
   expect(seen.filter((s) => s.startsWith('2:'))).toEqual(['2:1', '2:2', '2:3']);
   expect((await bookkeeping()).keys).toEqual(['account:1@2', 'account:2@3']);
@@ -94,19 +78,14 @@ it('forgets keys with nothing left to do, and keeps those with events to do', as
 
 it('keeps a key an emit holds until that emit has committed', async () => {
   await emit('3', 1);
-  await drainUntilIdle(app);
-  const runner = app.get(DataSource).createQueryRunner();
+  await drainUntilIdle(t.app);
+  const runner = t.app.get(DataSource).createQueryRunner();
   await runner.startTransaction();
   try {
-    await app
-      .get(OutboxPublisher)
-      .emit(
-        { type: 'account.credited', aggregateType: 'account', aggregateId: '3', payload: { n: 2 } },
-        { manager: runner.manager },
-      );
+    await t.app.get(OutboxPublisher).emit(accountCredited('3', 2), { manager: runner.manager });
     // The emit commits while the sweep runs: a sweep that waited for the key and then judged
     // it with a snapshot from before the commit would forget a key whose event is still to do.
-    const sweeping = app.get(OutboxRetentionSweeper).sweep();
+    const sweeping = t.app.get(OutboxRetentionSweeper).sweep();
     await new Promise((resolve) => setTimeout(resolve, 300));
     await runner.commitTransaction();
     await sweeping;
@@ -115,6 +94,6 @@ it('keeps a key an emit holds until that emit has committed', async () => {
   }
   expect((await bookkeeping()).keys).toEqual(['account:3@2']);
   await emit('3', 3);
-  await drainUntilIdle(app);
+  await drainUntilIdle(t.app);
   expect(seen).toEqual(['3:1', '3:2', '3:3']);
 });

@@ -1,7 +1,8 @@
 import { Injectable, type INestApplication } from '@nestjs/common';
 import { OnOutboxEvent, OutboxRetentionSweeper, type OutboxEvent } from '@app/outbox';
 import { drainUntilIdle } from '@app/outbox/testing';
-import { createOutboxApp, emitCommitted } from './support/outbox-app';
+import { createOutboxApp, emitEachCommitted } from './support/outbox-app';
+import { accountCredited } from './support/events';
 import { useTestDatabase } from './support/test-database';
 
 /**
@@ -49,16 +50,11 @@ afterAll(async () => {
 });
 
 /** Credits `account` with each of `numbers`, one committed transaction per event. */
-async function credit(account: string, ...numbers: number[]) {
-  for (const n of numbers) {
-    await emitCommitted(ordering, {
-      type: 'account.credited',
-      aggregateType: 'account',
-      aggregateId: account,
-      payload: { n },
-    });
-  }
-}
+const credit = (account: string, ...numbers: number[]) =>
+  emitEachCommitted(
+    ordering,
+    numbers.map((n) => accountCredited(account, n)),
+  );
 
 it('an instance without ordered handlers wakes the events parked behind one it settles', async () => {
   // One transaction per event: the second and third are parked behind the first.

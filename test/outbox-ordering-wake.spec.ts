@@ -1,8 +1,7 @@
-import { Injectable, type INestApplication } from '@nestjs/common';
-import { DataSource } from 'typeorm';
-import { OnOutboxEvent, OutboxPublisher, type NewOutboxEvent, type OutboxEvent } from '@app/outbox';
-import { createOutboxApp } from './support/outbox-app';
-import { useTestDatabase } from './support/test-database';
+import { Injectable } from '@nestjs/common';
+import { OnOutboxEvent, type OutboxEvent } from '@app/outbox';
+import { emitCommitted, useOutboxApp } from './support/outbox-app';
+import { accountCredited } from './support/events';
 import { nestedPlans, rowsRead, tableScans } from './support/query-plans';
 import { NEVER_DUE } from '../libs/outbox/src/store/outbox-row.sql';
 
@@ -21,31 +20,14 @@ class Handlers {
   }
 }
 
-const t = useTestDatabase();
-let app: INestApplication;
-
-beforeAll(async () => {
-  app = await createOutboxApp({
-    url: t.db.url,
-    outbox: { pollIntervalMs: 3_600_000, retention: { enabled: false } },
-    providers: [Handlers],
-  });
-});
-
-afterAll(async () => {
-  await app?.close();
+const t = useOutboxApp({
+  outbox: { pollIntervalMs: 3_600_000, retention: { enabled: false } },
+  providers: [Handlers],
 });
 
 it("runs a key's queue to its end without waiting for a poll", async () => {
-  const events: NewOutboxEvent[] = Array.from({ length: 20 }, (_, n) => ({
-    type: 'account.credited',
-    aggregateType: 'account',
-    aggregateId: '42',
-    payload: { n },
-  }));
-  await app
-    .get(DataSource)
-    .transaction((manager) => app.get(OutboxPublisher).emit(events, { manager }));
+  const events = Array.from({ length: 20 }, (_, n) => accountCredited('42', n));
+  await emitCommitted(t.app, events);
   const deadline = Date.now() + 15_000;
   while (seen.length < events.length && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 20));

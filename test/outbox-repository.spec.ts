@@ -1,4 +1,3 @@
-import type { Client } from 'pg';
 import type { ModuleRef } from '@nestjs/core';
 import { DataSource, type EntityManager } from 'typeorm';
 import {
@@ -14,32 +13,11 @@ import {
 } from '@app/outbox';
 import { AdminStore } from '@app/outbox/store/admin/admin.store';
 import { OutboxEmitStore } from '@app/outbox/store/emit/emit.store';
-import { RetentionStore } from '@app/outbox/store/retention.store';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { useOutboxStores } from './support/outbox-stores';
 
 /** What enqueue refuses, and how database failures reach callers. */
 
-let db: TestDatabase;
-let repo: OutboxLeaseStore;
-let emitStore: OutboxEmitStore;
-let retention: RetentionStore;
-let sql: Client;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  repo = new OutboxLeaseStore(db.dataSource);
-  emitStore = new OutboxEmitStore(db.dataSource);
-  retention = new RetentionStore(db.dataSource);
-  sql = await db.connect();
-});
-
-afterAll(async () => {
-  await db?.close();
-});
-
-beforeEach(async () => {
-  await sql.query('TRUNCATE outbox_event');
-});
+const t = useOutboxStores();
 
 const good: NewOutboxEvent = {
   type: 'invoice.paid',
@@ -49,22 +27,22 @@ const good: NewOutboxEvent = {
 };
 
 async function count(): Promise<number> {
-  const { rows } = await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox_event');
+  const { rows } = await t.sql.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox_event');
   return rows[0].n;
 }
 
 describe('OutboxEmitStore.enqueue', () => {
   it('refuses the default manager, which runs outside any transaction', async () => {
-    await expect(emitStore.enqueue(db.dataSource.manager, good)).rejects.toThrow(
+    await expect(t.emitStore.enqueue(t.db.dataSource.manager, good)).rejects.toThrow(
       OutboxTransactionRequiredError,
     );
     expect(await count()).toBe(0);
   });
 
   it('refuses a query runner that has not started a transaction', async () => {
-    const runner = db.dataSource.createQueryRunner();
+    const runner = t.db.dataSource.createQueryRunner();
     try {
-      await expect(emitStore.enqueue(runner.manager, good)).rejects.toThrow(
+      await expect(t.emitStore.enqueue(runner.manager, good)).rejects.toThrow(
         /must run inside a transaction/,
       );
     } finally {
@@ -79,9 +57,9 @@ describe('OutboxEmitStore.enqueue', () => {
   ])(
     'refuses an unserialisable payload, naming the event type and the path',
     async (payload, path, reason) => {
-      const error = await db.dataSource
+      const error = await t.db.dataSource
         .transaction((manager) =>
-          emitStore.enqueue(manager, [good, { ...good, type: 'invoice.voided', payload }]),
+          t.emitStore.enqueue(manager, [good, { ...good, type: 'invoice.voided', payload }]),
         )
         .catch((e: unknown) => e);
       expect(error).toBeInstanceOf(OutboxPayloadNotSerializableError);
@@ -100,7 +78,7 @@ describe('OutboxEmitStore.enqueue', () => {
     const payload: Record<string, unknown> = { id: 1 };
     payload.parent = payload;
     await expect(
-      db.dataSource.transaction((manager) => emitStore.enqueue(manager, { ...good, payload })),
+      t.db.dataSource.transaction((manager) => t.emitStore.enqueue(manager, { ...good, payload })),
     ).rejects.toThrow(
       'Outbox event "invoice.paid" is not JSON-serialisable: payload.parent is a circular reference',
     );
@@ -146,9 +124,9 @@ describe('OutboxEmitStore.enqueue', () => {
       'Invalid outbox event: metadata must be a JSON object, got [1]',
     ],
   ])('refuses a malformed event field %j', async (override, field, message) => {
-    const error = await db.dataSource
+    const error = await t.db.dataSource
       .transaction((manager) =>
-        emitStore.enqueue(manager, { ...good, ...override } as NewOutboxEvent),
+        t.emitStore.enqueue(manager, { ...good, ...override } as NewOutboxEvent),
       )
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidOutboxEventError);
@@ -157,8 +135,8 @@ describe('OutboxEmitStore.enqueue', () => {
   });
 
   it('writes every field of a valid batch and returns time-ordered ids in input order', async () => {
-    const ids = await db.dataSource.transaction(async (manager) => {
-      const result = await emitStore.enqueue(manager, [
+    const ids = await t.db.dataSource.transaction(async (manager) => {
+      const result = await t.emitStore.enqueue(manager, [
         {
           ...good,
           organizationId: 'org-1',
@@ -181,7 +159,7 @@ describe('OutboxEmitStore.enqueue', () => {
     expect(ids).toHaveLength(2);
     expect(ids[0] < ids[1]).toBe(true);
     expect(ids[0]).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7/);
-    const { rows } = await sql.query(
+    const { rows } = await t.sql.query(
       `SELECT id, type, aggregate_type, aggregate_id, organization_id, request_id, payload, metadata,
               causation_id, correlation_id, ordering_key,
               attempts, deliveries, dispatched_at, dead_at, occurred_at = next_attempt_at AS due_now
@@ -229,10 +207,10 @@ describe('OutboxEmitStore.enqueue refuses what the store cannot hold as given', 
   beforeAll(() => {
     // onModuleInit is not called: emit is given its manager, so the ModuleRef is never used.
     publisher = new OutboxPublisher(
-      emitStore,
+      t.emitStore,
       undefined as unknown as ModuleRef,
       resolveOutboxOptions({}),
-      db.dataSource,
+      t.db.dataSource,
     );
   });
 
@@ -240,16 +218,16 @@ describe('OutboxEmitStore.enqueue refuses what the store cannot hold as given', 
   async function refusedThenCommitted(
     attempt: (manager: EntityManager) => Promise<unknown>,
   ): Promise<unknown> {
-    const error = await db.dataSource.transaction(async (manager) => {
+    const error = await t.db.dataSource.transaction(async (manager) => {
       const thrown = await attempt(manager).then(
         () => undefined,
         (e: unknown) => e,
       );
-      const result = await emitStore.enqueue(manager, good);
+      const result = await t.emitStore.enqueue(manager, good);
       if (!result.ok) throw result.error;
       return thrown;
     });
-    const { rows } = await sql.query<{ type: string }>('SELECT type FROM outbox_event');
+    const { rows } = await t.sql.query<{ type: string }>('SELECT type FROM outbox_event');
     expect(rows).toEqual([{ type: 'invoice.paid' }]);
     return error;
   }
@@ -293,7 +271,9 @@ describe('OutboxEmitStore.enqueue refuses what the store cannot hold as given', 
     ['NUL in metadata', { metadata: { trace: '00\u0000' } }, 'metadata.trace', NUL],
   ])('refuses %s, naming the event type and the path', async (_, override, path, reason) => {
     const bad = { ...good, type: 'invoice.voided', ...override } as NewOutboxEvent;
-    const error = await refusedThenCommitted((manager) => emitStore.enqueue(manager, [good, bad]));
+    const error = await refusedThenCommitted((manager) =>
+      t.emitStore.enqueue(manager, [good, bad]),
+    );
     expect(error).toBeInstanceOf(OutboxPayloadNotSerializableError);
     expect(error).toMatchObject({ eventType: 'invoice.voided', path, reason });
     expect((error as Error).message).toBe(
@@ -335,7 +315,7 @@ describe('OutboxEmitStore.enqueue refuses what the store cannot hold as given', 
   it('echoes only the start of a long refused field', async () => {
     const aggregateId = `${'x'.repeat(10_000)}\u0000`;
     const error = await refusedThenCommitted((manager) =>
-      emitStore.enqueue(manager, { ...good, aggregateId }),
+      t.emitStore.enqueue(manager, { ...good, aggregateId }),
     );
     expect(error).toMatchObject({ field: 'aggregateId', value: `${'x'.repeat(64)}…` });
     expect((error as Error).message.length).toBeLessThan(200);
@@ -343,7 +323,7 @@ describe('OutboxEmitStore.enqueue refuses what the store cannot hold as given', 
 
   it('puts no payload value in the error', async () => {
     const error = await refusedThenCommitted((manager) =>
-      emitStore.enqueue(manager, { ...good, payload: { apiKey: 'hunter2-\u0000' } }),
+      t.emitStore.enqueue(manager, { ...good, payload: { apiKey: 'hunter2-\u0000' } }),
     );
     expect(error).toBeInstanceOf(OutboxPayloadNotSerializableError);
     expect((error as Error).message).not.toContain('hunter2');
@@ -352,11 +332,11 @@ describe('OutboxEmitStore.enqueue refuses what the store cannot hold as given', 
 
 describe('OutboxLeaseStore store failures', () => {
   it('returns a typed, scrubbed OutboxStoreError instead of throwing', async () => {
-    const runner = db.dataSource.createQueryRunner();
+    const runner = t.db.dataSource.createQueryRunner();
     await runner.connect();
     await runner.query(`ALTER TABLE outbox_event RENAME TO outbox_event_away`);
     try {
-      const claim = await repo.claim({ limit: 10, leaseMs: 1000 });
+      const claim = await t.repo.claim({ limit: 10, leaseMs: 1000 });
       expect(claim.ok).toBe(false);
       if (claim.ok) return;
       expect(claim.error).toBeInstanceOf(OutboxStoreError);
@@ -366,13 +346,13 @@ describe('OutboxLeaseStore store failures', () => {
       );
 
       for (const [operation, result] of [
-        ['pendingState', await repo.pendingState()],
-        ['exactState', await repo.exactState()],
-        ['nextDue', await repo.nextDue()],
+        ['pendingState', await t.repo.pendingState()],
+        ['exactState', await t.repo.exactState()],
+        ['nextDue', await t.repo.nextDue()],
       ] as const) {
         expect(result).toMatchObject({ ok: false, error: { operation, code: '42P01' } });
       }
-      const sweep = await retention.sweep({ retentionMs: 1000, batchSize: 10 });
+      const sweep = await t.retention.sweep({ retentionMs: 1000, batchSize: 10 });
       expect(sweep).toMatchObject({ ok: false, error: { operation: 'sweep' } });
     } finally {
       await runner.query(`ALTER TABLE outbox_event_away RENAME TO outbox_event`);
@@ -383,8 +363,8 @@ describe('OutboxLeaseStore store failures', () => {
   it('reports a lock timeout with its SQLSTATE, so callers can tell it from other failures', async () => {
     // The store's own lock_timeout (SET LOCAL in its statement's transaction), not a session
     // setting: that also holds behind a transaction pooler, which keeps no session settings.
-    const impatient = new OutboxLeaseStore(db.dataSource, { lockTimeoutMs: 100 });
-    const locker = await db.connect();
+    const impatient = new OutboxLeaseStore(t.db.dataSource, { lockTimeoutMs: 100 });
+    const locker = await t.db.connect();
     try {
       await locker.query('BEGIN');
       await locker.query('LOCK TABLE outbox_event IN ACCESS EXCLUSIVE MODE');
@@ -403,14 +383,14 @@ describe('OutboxLeaseStore store failures', () => {
 
 describe('OutboxAdmin.replay by ids (formerly OutboxLeaseStore.replayDead)', () => {
   it('makes dead events due now, leaving live, delivered and leased (replaying) ones alone', async () => {
-    await sql.query('TRUNCATE outbox_event');
+    await t.sql.query('TRUNCATE outbox_event');
     const ids = {
       dead: '0190a000-0000-7000-8000-000000000001',
       replaying: '0190a000-0000-7000-8000-000000000002',
       live: '0190a000-0000-7000-8000-000000000003',
       delivered: '0190a000-0000-7000-8000-000000000004',
     };
-    await sql.query(
+    await t.sql.query(
       `INSERT INTO outbox_event
          (id, type, aggregate_type, aggregate_id, payload, next_attempt_at, dead_at,
           lease_expires_at, dispatched_at)
@@ -422,10 +402,10 @@ describe('OutboxAdmin.replay by ids (formerly OutboxLeaseStore.replayDead)', () 
       Object.values(ids),
     );
 
-    const admin = new OutboxAdmin(new AdminStore(db.dataSource));
+    const admin = new OutboxAdmin(new AdminStore(t.db.dataSource));
     const replayed = await admin.replay({ ids: Object.values(ids) });
     expect(replayed.ids).toEqual([ids.dead]);
-    const { rows } = await sql.query(
+    const { rows } = await t.sql.query(
       `SELECT id, next_attempt_at <= now() AS due FROM outbox_event WHERE id = ANY ($1) ORDER BY id`,
       [Object.values(ids)],
     );
@@ -441,11 +421,11 @@ describe('OutboxAdmin.replay by ids (formerly OutboxLeaseStore.replayDead)', () 
 describe('OutboxLeaseStore with a DataSource from a second copy of typeorm', () => {
   it('claims and settles through any object shaped like a PostgreSQL DataSource, not only instances of this copy', async () => {
     // What npm link or some pnpm layouts give: a DataSource whose class is another copy's.
-    const foreign = { driver: db.dataSource.driver, options: db.dataSource.options };
+    const foreign = { driver: t.db.dataSource.driver, options: t.db.dataSource.options };
     expect(foreign).not.toBeInstanceOf(DataSource);
     const viaForeign = new OutboxLeaseStore(foreign as unknown as DataSource);
     const emitViaForeign = new OutboxEmitStore(foreign as unknown as DataSource);
-    await db.dataSource.transaction((manager) => emitViaForeign.enqueue(manager, good));
+    await t.db.dataSource.transaction((manager) => emitViaForeign.enqueue(manager, good));
 
     const claimed = await viaForeign.claim({ limit: 10, leaseMs: 60_000 });
     expect(claimed).toMatchObject({ ok: true, value: [{ type: 'invoice.paid', attempts: 1 }] });
@@ -455,7 +435,9 @@ describe('OutboxLeaseStore with a DataSource from a second copy of typeorm', () 
         { id: record.id, attempts: record.attempts, handlers: ['audit'] },
       ]),
     ).toMatchObject({ ok: true });
-    const { rows } = await sql.query('SELECT dispatched_at IS NOT NULL AS done FROM outbox_event');
+    const { rows } = await t.sql.query(
+      'SELECT dispatched_at IS NOT NULL AS done FROM outbox_event',
+    );
     expect(rows).toEqual([{ done: true }]);
   });
 });

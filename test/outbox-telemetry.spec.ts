@@ -1,4 +1,4 @@
-import { Injectable, type INestApplication } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { context, metrics, propagation, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
@@ -24,8 +24,7 @@ import {
   type NewOutboxEvent,
 } from '@app/outbox';
 import { drainUntilIdle, outboxTestingOptions } from '@app/outbox/testing';
-import { createOutboxApp, eventually } from './support/outbox-app';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
+import { createOutboxApp, emitCommitted, eventually, useOutboxApp } from './support/outbox-app';
 
 /**
  * Metrics and traces through the OpenTelemetry API, read by the real SDK: a MeterProvider with
@@ -79,27 +78,17 @@ class Handlers {
   }
 }
 
-let db: TestDatabase;
-let app: INestApplication;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  app = await createOutboxApp({
-    url: db.url,
-    outbox: outboxTestingOptions({ maxAttempts: 1 }),
-    providers: [Handlers],
-  });
-});
+const t = useOutboxApp(
+  { outbox: outboxTestingOptions({ maxAttempts: 1 }), providers: [Handlers] },
+  { truncateEach: ['outbox_event'] },
+);
 
 afterAll(async () => {
-  await app?.close();
-  await db?.close();
   await meterProvider.shutdown();
   await tracerProvider.shutdown();
 });
 
-beforeEach(async () => {
-  await db.dataSource.query('TRUNCATE outbox_event');
+beforeEach(() => {
   down.clear();
   spans.reset();
 });
@@ -121,9 +110,7 @@ async function emitInRequest(
     { kind: SpanKind.SERVER },
     async (span) => {
       try {
-        const ids = await app
-          .get(DataSource)
-          .transaction((manager) => app.get(OutboxPublisher).emit(events, { manager }));
+        const ids = await emitCommitted(t.app, events);
         return { ids, traceId: span.spanContext().traceId };
       } finally {
         span.end();
@@ -170,13 +157,13 @@ describe('traces', () => {
       'messaging.destination.name': 'invoice.paid',
       'messaging.batch.message_count': 1,
     });
-    const [{ metadata }] = await db.dataSource.query<{ metadata: Record<string, string> }[]>(
+    const [{ metadata }] = await t.db.dataSource.query<{ metadata: Record<string, string> }[]>(
       'SELECT metadata FROM outbox_event WHERE id = $1',
       [ids[0]],
     );
     expect(metadata.traceparent).toBe(`00-${traceId}-${send.spanContext().spanId}-01`);
 
-    await drainUntilIdle(app);
+    await drainUntilIdle(t.app);
     const runs = named('process invoice.paid');
     expect(runs.map((s) => s.attributes['messaging.consumer.group.name']).sort()).toEqual([
       'ledger',
@@ -209,10 +196,10 @@ describe('traces', () => {
     const id = '0190a0a0-0000-7000-8000-0000000000aa';
     await emitInRequest([paid(2, id)]);
     const again = await tracer.startActiveSpan('retried request', (span) =>
-      app
+      t.app
         .get(DataSource)
         .transaction((manager) =>
-          app.get(OutboxPublisher).emit(paid(2, id), { manager, returning: 'result' }),
+          t.app.get(OutboxPublisher).emit(paid(2, id), { manager, returning: 'result' }),
         )
         .finally(() => span.end()),
     );
@@ -225,7 +212,7 @@ describe('metrics', () => {
     const before = await collect();
     down.add('webhook');
     await emitInRequest([paid(3), paid(4)]);
-    await drainUntilIdle(app);
+    await drainUntilIdle(t.app);
     const after = await collect();
     const delta = (name: string, attributes: Record<string, unknown> = {}) =>
       sum(after, name, attributes) - sum(before, name, attributes);
@@ -261,7 +248,7 @@ describe('metrics', () => {
     expect(sum(await collect(), 'outbox.events.due')).toBe(1);
 
     down.clear();
-    await app.get(OutboxAdmin).replay({ filter: { types: ['invoice.paid'] } });
+    await t.app.get(OutboxAdmin).replay({ filter: { types: ['invoice.paid'] } });
     const replayed = await collect();
     expect(
       sum(replayed, 'outbox.event.replayed', { 'messaging.destination.name': 'invoice.paid' }) -
@@ -273,7 +260,7 @@ describe('metrics', () => {
 describe('listener reconnects', () => {
   it('counts a reconnection of the LISTEN connection', async () => {
     const listening = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       outbox: { listen: { reconnectMinMs: 50, reconnectMaxMs: 200 }, pollIntervalMs: 60_000 },
       providers: [],
     });
@@ -281,7 +268,7 @@ describe('listener reconnects', () => {
       const dispatcher = listening.get(OutboxEngine);
       await eventually('listening', () => dispatcher.listenerState === 'listening');
       const before = sum(await collect(), 'outbox.listener.reconnects');
-      const terminated = await db.dataSource.query<{ done: boolean }[]>(
+      const terminated = await t.db.dataSource.query<{ done: boolean }[]>(
         `SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity
          WHERE application_name = 'outbox-listener' AND datname = current_database()`,
       );
@@ -305,7 +292,7 @@ describe('listener reconnects', () => {
       payload: { n },
     });
     await emitInRequest([journaled(1), journaled(2)]);
-    await drainUntilIdle(app);
+    await drainUntilIdle(t.app);
     const blocked = await collect();
     expect(sum(blocked, 'outbox.ordering.blocked_keys')).toBe(1);
     expect(sum(blocked, 'outbox.ordering.wait')).toBe(0);

@@ -1,4 +1,4 @@
-import { Injectable, type INestApplication } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
@@ -19,8 +19,7 @@ import {
   outboxTestingOptions,
 } from '@app/outbox/testing';
 import { invoicePaid } from './support/events';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { createOutboxApp } from './support/outbox-app';
+import { emitCommitted, useOutboxApp } from './support/outbox-app';
 
 /** The testing kit (`nestjs-lease-outbox/testing`) as an app's tests use it. */
 
@@ -65,40 +64,32 @@ class Handlers {
   }
 }
 
-let db: TestDatabase;
-let app: INestApplication;
+const t = useOutboxApp(
+  {
+    outbox: outboxTestingOptions({ handlers: { ledger: { maxAttempts: 3 } } }),
+    providers: [Handlers],
+  },
+  { truncateEach: ['outbox_event'] },
+);
 let dataSource: DataSource;
 let publisher: OutboxPublisher;
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  app = await createOutboxApp({
-    url: db.url,
-    outbox: outboxTestingOptions({ handlers: { ledger: { maxAttempts: 3 } } }),
-    providers: [Handlers],
-  });
-  dataSource = app.get(DataSource);
-  publisher = app.get(OutboxPublisher);
+beforeAll(() => {
+  dataSource = t.app.get(DataSource);
+  publisher = t.app.get(OutboxPublisher);
 });
 
-afterAll(async () => {
-  await app?.close();
-  await db?.close();
-});
-
-beforeEach(async () => {
+beforeEach(() => {
   calls.length = 0;
   for (const name of Object.keys(failuresLeft)) delete failuresLeft[name];
-  await dataSource.query('TRUNCATE outbox_event');
 });
 
-function emit(overrides: Parameters<typeof invoicePaid>[0] = {}): Promise<string> {
-  return dataSource.transaction((manager) => publisher.emit(invoicePaid(overrides), { manager }));
-}
+const emit = (overrides: Parameters<typeof invoicePaid>[0] = {}) =>
+  emitCommitted(t.app, invoicePaid(overrides));
 
 describe('outboxTestingOptions', () => {
   it('keeps the dispatcher, its LISTEN connection and its timers off until a test drains', async () => {
-    const dispatcher = app.get(OutboxEngine);
+    const dispatcher = t.app.get(OutboxEngine);
     expect(dispatcher.state).toBe('idle');
     expect(dispatcher.listenerState).toBe('disabled');
     const listening = await dataSource.query(
@@ -167,7 +158,7 @@ describe('expectEmitted / expectNotEmitted / emitted', () => {
 describe('drainUntilIdle and makeDue', () => {
   it('delivers everything due, follow-up events included, and reports what it did', async () => {
     const id = await emit();
-    const totals = await drainUntilIdle(app);
+    const totals = await drainUntilIdle(t.app);
     expect(totals).toMatchObject({ claimed: 2, delivered: 2, failed: 0, dead: 0 });
     expect(calls.map((c) => c.handler).sort()).toEqual(['ledger', 'mailer', 'receipts']);
     const followUp = await expectEmitted(dataSource, {
@@ -180,11 +171,11 @@ describe('drainUntilIdle and makeDue', () => {
   it('leaves a retry to its backoff unless told to make retrying events due', async () => {
     failuresLeft.ledger = 1;
     const id = await emit();
-    const first = await drainUntilIdle(app);
+    const first = await drainUntilIdle(t.app);
     expect(first).toMatchObject({ failed: 1 });
     expect((await expectEmitted(dataSource, { type: 'invoice.paid' })).dispatchedAt).toBeNull();
 
-    const second = await drainUntilIdle(app, { makeRetryingDue: true });
+    const second = await drainUntilIdle(t.app, { makeRetryingDue: true });
     expect(second).toMatchObject({ claimed: 1, delivered: 1 });
     // Only the handler that failed ran again.
     expect(
@@ -198,19 +189,17 @@ describe('drainUntilIdle and makeDue', () => {
   it('makeDue brings one handler past its backoff; the next claim reruns it alone', async () => {
     failuresLeft.ledger = 1;
     const id = await emit();
-    await drainUntilIdle(app);
+    await drainUntilIdle(t.app);
     const ledgerRuns = () => calls.filter((c) => c.id === id && c.handler === 'ledger').length;
     expect(ledgerRuns()).toBe(1);
-    expect(await app.get(OutboxEngine).drainOnce()).toMatchObject({ claimed: 0 });
+    expect(await t.app.get(OutboxEngine).drainOnce()).toMatchObject({ claimed: 0 });
 
-    expect(await makeDue(app, { type: 'receipt.sent' })).toEqual([]);
+    expect(await makeDue(t.app, { type: 'receipt.sent' })).toEqual([]);
     // A fresh event is already due: makeDue leaves it alone and does not report it.
-    const fresh = await dataSource.transaction((manager) =>
-      publisher.emit(invoicePaid({ aggregateId: 'inv-fresh' }), { manager }),
-    );
-    expect(await makeDue(app, { type: 'invoice.paid' })).toEqual([id]);
+    const fresh = await emit({ aggregateId: 'inv-fresh' });
+    expect(await makeDue(t.app, { type: 'invoice.paid' })).toEqual([id]);
     await dataSource.query('DELETE FROM outbox_event WHERE id = $1', [fresh]);
-    expect(await app.get(OutboxEngine).drainOnce()).toMatchObject({
+    expect(await t.app.get(OutboxEngine).drainOnce()).toMatchObject({
       claimed: 1,
       delivered: 1,
     });
@@ -221,29 +210,29 @@ describe('drainUntilIdle and makeDue', () => {
   it('runs a failing handler to its last attempt with makeRetryingDue, and stops there', async () => {
     failuresLeft.ledger = 10;
     await emit();
-    const totals = await drainUntilIdle(app, { makeRetryingDue: true });
+    const totals = await drainUntilIdle(t.app, { makeRetryingDue: true });
     expect(totals).toMatchObject({ dead: 1 });
     expect(calls.filter((c) => c.handler === 'ledger')).toHaveLength(3);
     expect((await expectEmitted(dataSource, { type: 'invoice.paid' })).deadAt).not.toBeNull();
   });
 
   it('refuses bounds it cannot work with, naming the option and the value', async () => {
-    await expect(drainUntilIdle(app, { maxClaims: 0 })).rejects.toThrow(
+    await expect(drainUntilIdle(t.app, { maxClaims: 0 })).rejects.toThrow(
       new InvalidOutboxTestingOptionError('drainUntilIdle', 'maxClaims', 0, 'an integer from 1'),
     );
-    await expect(drainUntilIdle(app, { timeoutMs: Number.NaN })).rejects.toThrow(
+    await expect(drainUntilIdle(t.app, { timeoutMs: Number.NaN })).rejects.toThrow(
       'drainUntilIdle: timeoutMs must be an integer from 1, got NaN',
     );
   });
 
   it('gives up with OutboxNotIdleError when handlers keep emitting', async () => {
-    await dataSource.transaction((manager) =>
-      publisher.emit(
-        { type: 'echo', aggregateType: 'echo', aggregateId: 'e', payload: {} },
-        { manager },
-      ),
-    );
-    const error = await drainUntilIdle(app, { maxClaims: 5 }).catch((e: unknown) => e);
+    await emitCommitted(t.app, {
+      type: 'echo',
+      aggregateType: 'echo',
+      aggregateId: 'e',
+      payload: {},
+    });
+    const error = await drainUntilIdle(t.app, { maxClaims: 5 }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OutboxNotIdleError);
     expect((error as OutboxNotIdleError).totals).toMatchObject({ claims: 5, claimed: 5 });
     expect((error as Error).message).toMatch(/not idle after 5 claims: 5 events claimed/);

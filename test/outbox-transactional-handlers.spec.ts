@@ -1,7 +1,6 @@
-import { Injectable, type INestApplication } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import type { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import {
   OnOutboxEvent,
@@ -15,8 +14,8 @@ import {
 } from '@app/outbox';
 import { invoicePaid } from './support/events';
 import { clsTransactionsModule } from './support/cls-transactions';
-import { createTestDatabase, type TestDatabase } from './support/test-database';
-import { createOutboxApp, deferred, eventually } from './support/outbox-app';
+import { eventRow, useTestApp } from './support/test-database';
+import { createOutboxApp, deferred, emitCommitted, eventually } from './support/outbox-app';
 
 /**
  * Transactional handlers on a real PostgreSQL: the handler's writes and its delivery record
@@ -90,65 +89,53 @@ class Snapshot {
   }
 }
 
-let db: TestDatabase;
-let app: INestApplication;
-let sql: Client;
-let dataSource: DataSource;
+const t = useTestApp(
+  async (db) => {
+    await db.dataSource.query(
+      `CREATE TABLE effect (event_id uuid NOT NULL, handler text NOT NULL)`,
+    );
+    await db.dataSource.query(`CREATE TABLE counter (id int PRIMARY KEY, n int NOT NULL)`);
+    return createOutboxApp({
+      url: db.url,
+      outbox: {
+        autoStart: false,
+        maxAttempts: 5,
+        handlerTimeoutMs: 400,
+        leaseMs: 5000,
+        retry: { baseMs: 1, maxMs: 1, jitter: 0 },
+        retention: { enabled: false },
+      },
+      imports: [clsTransactionsModule()],
+      providers: [Ledger, EffectService, ThroughServices, Snapshot],
+    });
+  },
+  { truncateEach: ['outbox_event', 'effect', 'counter'] },
+);
 let dispatcher: OutboxEngine;
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  sql = await db.connect();
-  await sql.query(`CREATE TABLE effect (event_id uuid NOT NULL, handler text NOT NULL)`);
-  await sql.query(`CREATE TABLE counter (id int PRIMARY KEY, n int NOT NULL)`);
-  app = await createOutboxApp({
-    url: db.url,
-    outbox: {
-      autoStart: false,
-      maxAttempts: 5,
-      handlerTimeoutMs: 400,
-      leaseMs: 5000,
-      retry: { baseMs: 1, maxMs: 1, jitter: 0 },
-      retention: { enabled: false },
-    },
-    imports: [clsTransactionsModule()],
-    providers: [Ledger, EffectService, ThroughServices, Snapshot],
-  });
-  dataSource = app.get(DataSource);
-  dispatcher = app.get(OutboxEngine);
-});
-
-afterAll(async () => {
-  await app?.close();
-  await db?.close();
+beforeAll(() => {
+  dispatcher = t.app.get(OutboxEngine);
 });
 
 beforeEach(async () => {
   delete behaviour.ledger;
   delete behaviour.services;
   errors.length = 0;
-  await sql.query('TRUNCATE outbox_event, effect');
-  await sql.query('TRUNCATE counter');
-  await sql.query('INSERT INTO counter VALUES (1, 0)');
+  await t.sql.query('INSERT INTO counter VALUES (1, 0)');
 });
 
 const paid = invoicePaid;
 
-async function emit(event: NewOutboxEvent): Promise<string> {
-  return dataSource.transaction((manager) => app.get(OutboxPublisher).emit(event, { manager }));
-}
+const emit = (event: NewOutboxEvent) => emitCommitted(t.app, event);
 
 async function effects(eventId: string): Promise<number> {
-  const { rows } = await sql.query('SELECT count(*)::int AS n FROM effect WHERE event_id = $1', [
+  const { rows } = await t.sql.query('SELECT count(*)::int AS n FROM effect WHERE event_id = $1', [
     eventId,
   ]);
   return rows[0].n;
 }
 
-async function outboxRow(id: string) {
-  const { rows } = await sql.query('SELECT * FROM outbox_event WHERE id = $1', [id]);
-  return rows[0];
-}
+const outboxRow = (id: string) => eventRow(t.sql, id);
 
 describe('transactional handlers', () => {
   it("commit the handler's writes with its delivery record", async () => {
@@ -184,7 +171,7 @@ describe('transactional handlers', () => {
     // An app without @nestjs-cls/transactional: the outbox opens the transaction itself.
     levelsSeen.length = 0;
     const plain = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       outbox: { autoStart: false, retention: { enabled: false } },
       providers: [Snapshot],
     });
@@ -228,11 +215,11 @@ describe('transactional handlers', () => {
     const drained = dispatcher.drainOnce();
     await running.promise;
     // The lease runs out and another instance claims the event, as after a stall.
-    await sql.query(
+    await t.sql.query(
       `UPDATE outbox_event SET lease_expires_at = now(), next_attempt_at = now() WHERE id = $1`,
       [id],
     );
-    const takeover = await app.get(OutboxLeaseStore).claim({ limit: 1, leaseMs: 5000 });
+    const takeover = await t.app.get(OutboxLeaseStore).claim({ limit: 1, leaseMs: 5000 });
     expect(takeover.ok && takeover.value.map((r) => r.attempts)).toEqual([2]);
     proceed.resolve();
 
@@ -254,10 +241,10 @@ describe('transactional handlers', () => {
     const report = await dispatcher.drainOnce();
     expect(report).toMatchObject({ claimed: 1, failed: 1 });
     // The row lock is free: this would wait (and fail at lock_timeout) if the transaction lived.
-    await sql.query(`SET lock_timeout = '2s'`);
-    await sql.query(`UPDATE counter SET n = n WHERE id = 1`);
-    await sql.query(`RESET lock_timeout`);
-    const { rows } = await sql.query(`SELECT n FROM counter WHERE id = 1`);
+    await t.sql.query(`SET lock_timeout = '2s'`);
+    await t.sql.query(`UPDATE counter SET n = n WHERE id = 1`);
+    await t.sql.query(`RESET lock_timeout`);
+    const { rows } = await t.sql.query(`SELECT n FROM counter WHERE id = 1`);
     expect(rows[0].n).toBe(0);
     expect(await effects(id)).toBe(0);
     expect((await outboxRow(id)).last_error).toMatch(/ledger: .*400 ms budget/);
@@ -274,7 +261,7 @@ describe('transactional handlers', () => {
     };
     const id = await emit(paid());
     const worker = await createOutboxApp({
-      url: db.url,
+      url: t.db.url,
       outbox: {
         handlerTimeoutMs: 10_000,
         leaseMs: 30_000,
@@ -290,11 +277,11 @@ describe('transactional handlers', () => {
     await worker.get(OutboxEngine).stop();
 
     // The row lock is free: this would wait (and fail at lock_timeout) if the transaction lived.
-    await sql.query(`SET lock_timeout = '2s'`);
-    await sql.query(`UPDATE counter SET n = n WHERE id = 1`);
-    await sql.query(`RESET lock_timeout`);
+    await t.sql.query(`SET lock_timeout = '2s'`);
+    await t.sql.query(`UPDATE counter SET n = n WHERE id = 1`);
+    await t.sql.query(`RESET lock_timeout`);
     await worker.close();
-    expect((await sql.query(`SELECT n FROM counter WHERE id = 1`)).rows[0].n).toBe(0);
+    expect((await t.sql.query(`SELECT n FROM counter WHERE id = 1`)).rows[0].n).toBe(0);
     expect(await effects(id)).toBe(0);
     const row = await outboxRow(id);
     expect(row).toMatchObject({ attempts: 1, deliveries: {}, last_error: null });
@@ -303,7 +290,7 @@ describe('transactional handlers', () => {
     // Once the lease is over, it runs again and commits.
     never.resolve();
     delete behaviour.ledger;
-    await sql.query(
+    await t.sql.query(
       `UPDATE outbox_event SET lease_expires_at = now(), next_attempt_at = now() WHERE id = $1`,
       [id],
     );
@@ -329,12 +316,12 @@ describe('transactional handlers', () => {
     expect(report).toMatchObject({ claimed: 1, failed: 1 });
     expect(await outcome.promise).toBe('Connection terminated');
     await eventually('the cancelled statement is gone from the server', async () => {
-      const { rows } = await sql.query(
+      const { rows } = await t.sql.query(
         `SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'`,
       );
       return rows[0].n === 0;
     });
-    expect((await sql.query(`SELECT n FROM counter WHERE id = 1`)).rows[0].n).toBe(0);
+    expect((await t.sql.query(`SELECT n FROM counter WHERE id = 1`)).rows[0].n).toBe(0);
     expect(await effects(id)).toBe(0);
   });
 
@@ -366,7 +353,7 @@ describe('transactional handlers', () => {
     const chained = await emit(paid({ correlationId: 'corr-7', aggregateId: 'inv-9' }));
     await dispatcher.drainOnce();
 
-    const { rows } = await sql.query(
+    const { rows } = await t.sql.query(
       `SELECT id, causation_id, correlation_id, request_id, organization_id FROM outbox_event
        WHERE id = ANY ($1::uuid[]) ORDER BY id`,
       [children],
@@ -398,11 +385,11 @@ describe('transactional handlers', () => {
 
     await dispatcher.drainOnce();
     const follow = `SELECT count(*)::int AS n FROM outbox_event WHERE causation_id = $1`;
-    expect((await sql.query(follow, [id])).rows[0].n).toBe(0);
+    expect((await t.sql.query(follow, [id])).rows[0].n).toBe(0);
 
     await new Promise((resolve) => setTimeout(resolve, 5));
     await dispatcher.drainOnce();
-    expect((await sql.query(follow, [id])).rows[0].n).toBe(1);
+    expect((await t.sql.query(follow, [id])).rows[0].n).toBe(1);
   });
 
   it('refuse ctx.emit once the handler has returned', async () => {

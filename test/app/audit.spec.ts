@@ -1,22 +1,15 @@
-import type { INestApplication } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type { Client } from 'pg';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
-import {
-  OUTBOX_EVENT_DEAD,
-  OutboxPublisher,
-  type OutboxEvent,
-  type OutboxEventDeadPayload,
-} from '@app/outbox';
+import { OUTBOX_EVENT_DEAD, type OutboxEvent } from '@app/outbox';
 import { AuditLogHandler } from '../../apps/reference/src/audit/audit-log.handler';
 import { GENESIS_HASH, chainHash } from '../../apps/reference/src/audit/audit-chain';
-import { eventually } from '../support/outbox-app';
+import { emitCommitted, eventually } from '../support/outbox-app';
+import { deadAnnouncement } from '../support/events';
 import { forceRedelivery, waitUntilDelivered } from '../support/redelivery';
 import { plantSecret } from '../support/log-guard';
-import { createReferenceApp, OPERATOR } from '../support/reference-app';
+import { useReferenceApp, OPERATOR } from '../support/reference-app';
 import { bearer } from '../support/tenant';
-import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 /**
  * The audit log: one hash-chained entry per event of every type, written once however often
@@ -74,22 +67,9 @@ function rehash(row: AuditRow, payload: unknown = row.payload): string {
 }
 
 describe('audit log', () => {
-  let db: TestDatabase;
-  let app: INestApplication;
-  let sql: Client;
+  const t = useReferenceApp();
 
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    app = await createReferenceApp(db.url);
-    sql = await db.connect();
-  });
-
-  afterAll(async () => {
-    await app?.close();
-    await db?.close();
-  });
-
-  const http = () => request(app.getHttpServer());
+  const http = () => request(t.app.getHttpServer());
 
   async function verify(): Promise<Record<string, unknown>> {
     return (await http().get('/audit/verify').set(OPERATOR).expect(200)).body;
@@ -135,11 +115,11 @@ describe('audit log', () => {
       .set(auth(org.id))
       .set('x-request-id', 'req-audit-pay')
       .expect(201);
-    await waitUntilDelivered(sql);
+    await waitUntilDelivered(t.sql);
 
-    const rows = await expectOneEntryPerEvent(sql);
+    const rows = await expectOneEntryPerEvent(t.sql);
     const byEvent = new Map(rows.map((row) => [row.event_id, row]));
-    const { rows: events } = await sql.query(
+    const { rows: events } = await t.sql.query(
       `SELECT id, type, aggregate_type, aggregate_id, organization_id, request_id, payload
        FROM outbox_event`,
     );
@@ -183,7 +163,7 @@ describe('audit log', () => {
 
   it("GET /audit lists the key's organization's entries newest first, and no other's", async () => {
     const other = await createOrganization('Other');
-    await waitUntilDelivered(sql);
+    await waitUntilDelivered(t.sql);
 
     const theirs = (await http().get('/audit').set(auth(other.id)).expect(200)).body.entries;
     expect(theirs).toEqual([
@@ -230,22 +210,22 @@ describe('audit log', () => {
           .expect(201),
       ),
     );
-    await waitUntilDelivered(sql);
-    const rows = await expectOneEntryPerEvent(sql);
+    await waitUntilDelivered(t.sql);
+    const rows = await expectOneEntryPerEvent(t.sql);
     expect(await verify()).toEqual({ valid: true, entries: rows.length });
   });
 
   it('a forced redelivery writes no second entry and the chain stays valid', async () => {
-    const before = await auditRows(sql);
-    expect(await forceRedelivery(sql)).toBe(before.length);
-    await waitUntilDelivered(sql);
+    const before = await auditRows(t.sql);
+    expect(await forceRedelivery(t.sql)).toBe(before.length);
+    await waitUntilDelivered(t.sql);
 
     // The handler did run again for every event (its delivery was erased), and wrote nothing.
-    const { rows } = await sql.query<{ n: number }>(
+    const { rows } = await t.sql.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM outbox_event WHERE NOT deliveries ? 'audit-log'`,
     );
     expect(rows[0].n).toBe(0);
-    expect(await auditRows(sql)).toEqual(before);
+    expect(await auditRows(t.sql)).toEqual(before);
     expect(await verify()).toEqual({ valid: true, entries: before.length });
   });
 
@@ -267,8 +247,8 @@ describe('audit log', () => {
   }
 
   it('concurrent appends of different events take consecutive seqs under the chain lock', async () => {
-    const handler = app.get(AuditLogHandler);
-    const before = (await auditRows(sql)).length;
+    const handler = t.app.get(AuditLogHandler);
+    const before = (await auditRows(t.sql)).length;
     // Without the lock they would read the same last entry and collide on seq.
     const seqs = await Promise.all(
       Array.from({ length: 8 }, (_, i) => handler.append(specEvent(i))),
@@ -280,12 +260,12 @@ describe('audit log', () => {
   });
 
   it('concurrent deliveries of one event append it once', async () => {
-    const handler = app.get(AuditLogHandler);
+    const handler = t.app.get(AuditLogHandler);
     const event = specEvent(100);
-    const before = (await auditRows(sql)).length;
+    const before = (await auditRows(t.sql)).length;
     const seqs = await Promise.all(Array.from({ length: 6 }, () => handler.append(event)));
     expect(seqs.filter((seq) => seq !== null)).toEqual([before + 1]);
-    const { rows } = await sql.query(
+    const { rows } = await t.sql.query(
       'SELECT seq::int AS seq FROM audit_entry WHERE event_id = $1',
       [event.id],
     );
@@ -295,29 +275,18 @@ describe('audit log', () => {
   });
 
   it('an outbox.event.dead announcement is audited like any event', async () => {
-    const payload: OutboxEventDeadPayload = {
-      eventId: inviteEventId,
-      type: 'member.invited',
-      aggregateType: 'member',
-      aggregateId: randomUUID(),
-      attempts: 10,
-      failedHandlers: ['some-handler'],
-      lastError: 'some-handler: Error: boom',
-    };
-    const deadId = await app.get(DataSource).transaction((manager) =>
-      app.get(OutboxPublisher).emit(
-        {
-          type: OUTBOX_EVENT_DEAD,
-          aggregateType: 'outbox_event',
-          aggregateId: inviteEventId,
-          organizationId: orgId,
-          requestId: 'req-audit-invite',
-          payload,
-        },
-        { manager },
-      ),
+    const announcement = deadAnnouncement(
+      {
+        eventId: inviteEventId,
+        type: 'member.invited',
+        aggregateType: 'member',
+        handler: 'some-handler',
+        error: 'Error: boom',
+      },
+      { organizationId: orgId, requestId: 'req-audit-invite' },
     );
-    await waitUntilDelivered(sql);
+    const deadId = await emitCommitted(t.app, announcement);
+    await waitUntilDelivered(t.sql);
 
     const entries = (await http().get('/audit').set(auth(orgId)).expect(200)).body.entries;
     expect(entries[0]).toMatchObject({
@@ -325,20 +294,20 @@ describe('audit log', () => {
       type: OUTBOX_EVENT_DEAD,
       aggregateType: 'outbox_event',
       aggregateId: inviteEventId,
-      payload,
+      payload: announcement.payload,
     });
-    const rows = await auditRows(sql);
+    const rows = await auditRows(t.sql);
     expect(rows.filter((row) => row.event_id === deadId)).toHaveLength(1);
     expect(await verify()).toEqual({ valid: true, entries: rows.length });
   });
 
   it('a changed payload is reported at its seq, a rehashed one at the next seq', async () => {
-    const rows = await auditRows(sql);
+    const rows = await auditRows(t.sql);
     const target = rows[2];
     const next = rows[3];
     const tampered = { ...(target.payload as object), tampered: true };
 
-    await sql.query('UPDATE audit_entry SET payload = $2 WHERE event_id = $1', [
+    await t.sql.query('UPDATE audit_entry SET payload = $2 WHERE event_id = $1', [
       target.event_id,
       JSON.stringify(tampered),
     ]);
@@ -351,7 +320,7 @@ describe('audit log', () => {
     });
 
     // Rehashing the changed entry hides it from its own check, but not from its successor's.
-    await sql.query('UPDATE audit_entry SET hash = $2 WHERE event_id = $1', [
+    await t.sql.query('UPDATE audit_entry SET hash = $2 WHERE event_id = $1', [
       target.event_id,
       rehash(target, tampered),
     ]);
@@ -364,13 +333,13 @@ describe('audit log', () => {
     });
 
     // A removed entry shows as a gap.
-    await sql.query('UPDATE audit_entry SET payload = $2, hash = $3 WHERE event_id = $1', [
+    await t.sql.query('UPDATE audit_entry SET payload = $2, hash = $3 WHERE event_id = $1', [
       target.event_id,
       JSON.stringify(target.payload),
       target.hash,
     ]);
     expect(await verify()).toEqual({ valid: true, entries: rows.length });
-    await sql.query('DELETE FROM audit_entry WHERE event_id = $1', [next.event_id]);
+    await t.sql.query('DELETE FROM audit_entry WHERE event_id = $1', [next.event_id]);
     expect(await verify()).toMatchObject({
       valid: false,
       entries: rows.length - 1,
@@ -381,37 +350,21 @@ describe('audit log', () => {
 });
 
 describe('audit log when a delivery fails for good', () => {
-  let db: TestDatabase;
-  let app: INestApplication;
-  let sql: Client;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    // One attempt makes the first failure final; a dead event is replayed after 3.6 s.
-    app = await createReferenceApp(db.url, {
-      OUTBOX_MAX_ATTEMPTS: '1',
-      OUTBOX_DEAD_RETRY_HOURS: '0.001',
-    });
-    sql = await db.connect();
-  });
-
-  afterAll(async () => {
-    await app?.close();
-    await db?.close();
-  });
+  // One attempt makes the first failure final; a dead event is replayed after 3.6 s.
+  const t = useReferenceApp({ OUTBOX_MAX_ATTEMPTS: '1', OUTBOX_DEAD_RETRY_HOURS: '0.001' });
 
   it('audits the outbox.event.dead announcement, then the event itself once its replay succeeds', async () => {
-    const http = () => request(app.getHttpServer());
+    const http = () => request(t.app.getHttpServer());
     const org = await http()
       .post('/organizations')
       .set(OPERATOR)
       .send({ name: 'Doomed', adminEmail: 'admin@doomed.test' })
       .expect(201);
     const key = bearer(plantSecret(org.body.apiKey));
-    await waitUntilDelivered(sql);
+    await waitUntilDelivered(t.sql);
 
     // The audit insert of member.invited now fails, so its only attempt fails.
-    await sql.query(
+    await t.sql.query(
       `ALTER TABLE audit_entry ADD CONSTRAINT audit_spec_refuses_invites
        CHECK (event_type <> 'member.invited')`,
     );
@@ -424,7 +377,7 @@ describe('audit log when a delivery fails for good', () => {
 
     let announcementId = '';
     await eventually('the dead announcement is audited', async () => {
-      const { rows } = await sql.query<{ event_id: string }>(
+      const { rows } = await t.sql.query<{ event_id: string }>(
         `SELECT event_id FROM audit_entry
          WHERE event_type = $1 AND payload->>'eventId' = $2`,
         [OUTBOX_EVENT_DEAD, inviteId],
@@ -432,7 +385,7 @@ describe('audit log when a delivery fails for good', () => {
       announcementId = rows[0]?.event_id ?? '';
       return rows.length === 1;
     });
-    const { rows: announced } = await sql.query(
+    const { rows: announced } = await t.sql.query(
       `SELECT organization_id, aggregate_type, aggregate_id, payload FROM audit_entry
        WHERE event_id = $1`,
       [announcementId],
@@ -451,22 +404,22 @@ describe('audit log when a delivery fails for good', () => {
         }),
       },
     ]);
-    const { rows: missing } = await sql.query('SELECT 1 FROM audit_entry WHERE event_id = $1', [
+    const { rows: missing } = await t.sql.query('SELECT 1 FROM audit_entry WHERE event_id = $1', [
       inviteId,
     ]);
     expect(missing).toEqual([]);
 
-    await sql.query('ALTER TABLE audit_entry DROP CONSTRAINT audit_spec_refuses_invites');
+    await t.sql.query('ALTER TABLE audit_entry DROP CONSTRAINT audit_spec_refuses_invites');
     await eventually('the replayed event is delivered', async () => {
-      const { rows } = await sql.query(
+      const { rows } = await t.sql.query(
         'SELECT dispatched_at FROM outbox_event WHERE id = $1 AND dispatched_at IS NOT NULL',
         [inviteId],
       );
       return rows.length === 1;
     });
-    await waitUntilDelivered(sql);
+    await waitUntilDelivered(t.sql);
 
-    const rows = await expectOneEntryPerEvent(sql);
+    const rows = await expectOneEntryPerEvent(t.sql);
     const seqOf = (id: string) => rows.find((row) => row.event_id === id)?.seq ?? -1;
     // Completion order: the event is chained after its own announcement, though it occurred first.
     expect(seqOf(inviteId)).toBeGreaterThan(seqOf(announcementId));

@@ -1,30 +1,20 @@
-import type { INestApplication } from '@nestjs/common';
-import type { Client } from 'pg';
 import request from 'supertest';
-import { createReferenceApp, OPERATOR } from '../support/reference-app';
+import { useReferenceApp, rowCounts, OPERATOR } from '../support/reference-app';
 import { createTenant } from '../support/tenant';
-import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 /**
  * Input PostgreSQL cannot store as given (NUL, lone surrogates) or that would exhaust the stack
  * (deeply nested JSON) is a 400 naming the field, and nothing is written.
  */
 
-let db: TestDatabase;
-let app: INestApplication;
-let sql: Client;
+const t = useReferenceApp({ WEBHOOK_ALLOW_PRIVATE_ADDRESSES: '1' });
 let organizationId: string;
 let invoiceId: string;
 let key: { authorization: string };
 
-const TABLES = ['organization', 'member', 'invoice', 'webhook_endpoint', 'outbox_event'];
-
 beforeAll(async () => {
-  db = await createTestDatabase();
   // Its endpoints point at 127.0.0.1: only what the input check refuses must fail here.
-  app = await createReferenceApp(db.url, { WEBHOOK_ALLOW_PRIVATE_ADDRESSES: '1' });
-  sql = await db.connect();
-  const org = await createTenant(app.getHttpServer(), 'Valid');
+  const org = await createTenant(t.app.getHttpServer(), 'Valid');
   organizationId = org.id;
   key = org.auth;
   const invoice = await http()
@@ -35,22 +25,8 @@ beforeAll(async () => {
   invoiceId = invoice.body.id;
 });
 
-afterAll(async () => {
-  await app?.close();
-  await db?.close();
-});
-
 function http() {
-  return request(app.getHttpServer());
-}
-
-async function rowCounts(): Promise<Record<string, number>> {
-  const counts: Record<string, number> = {};
-  for (const table of TABLES) {
-    const { rows } = await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
-    counts[table] = rows[0].n;
-  }
-  return counts;
+  return request(t.app.getHttpServer());
 }
 
 /**
@@ -58,7 +34,7 @@ async function rowCounts(): Promise<Record<string, number>> {
  * returns the body's message as JSON text.
  */
 async function refused(path: string, body: object | string, type = 'json'): Promise<string> {
-  const before = await rowCounts();
+  const before = await rowCounts(t.sql);
   const res = await http()
     .post(path)
     .set(path === '/organizations' ? OPERATOR : key)
@@ -66,7 +42,7 @@ async function refused(path: string, body: object | string, type = 'json'): Prom
     .send(body)
     .expect('content-type', /json/)
     .expect(400);
-  expect(await rowCounts()).toEqual(before);
+  expect(await rowCounts(t.sql)).toEqual(before);
   return JSON.stringify(res.body.message);
 }
 
@@ -123,7 +99,7 @@ describe('reference app bad input', () => {
 
   it('leaves an invoice unpaid when the pay request carries a deep body', async () => {
     await refused(routePath('/pay'), deepBody('note', 5_000));
-    const { rows } = await sql.query('SELECT status FROM invoice WHERE id = $1', [invoiceId]);
+    const { rows } = await t.sql.query('SELECT status FROM invoice WHERE id = $1', [invoiceId]);
     expect(rows).toEqual([{ status: 'issued' }]);
   });
 
@@ -147,13 +123,13 @@ describe('reference app bad input', () => {
   });
 
   it('refuses a form-encoded body with 415 before reading it', async () => {
-    const before = await rowCounts();
+    const before = await rowCounts(t.sql);
     await http()
       .post('/organizations')
       .type('form')
       .send('name=Ac%00me&adminEmail=a%40acme.test')
       .expect(415);
-    expect(await rowCounts()).toEqual(before);
+    expect(await rowCounts(t.sql)).toEqual(before);
   });
 
   it('refuses NUL in the query string', async () => {

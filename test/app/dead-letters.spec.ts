@@ -1,22 +1,17 @@
-import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import request from 'supertest';
 import { outboxTestingOptions } from '@app/outbox/testing';
-import { createReferenceApp, OPERATOR } from '../support/reference-app';
+import { useReferenceApp, OPERATOR } from '../support/reference-app';
 import { plantSecret } from '../support/log-guard';
 import { bearer } from '../support/tenant';
-import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 /** The reference app's dead-letter endpoints over OutboxAdmin: reads, pages, and 400s. */
 
-let db: TestDatabase;
-let app: INestApplication;
+const t = useReferenceApp({}, { outbox: outboxTestingOptions });
 const ids: string[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  app = await createReferenceApp(db.url, {}, { outbox: outboxTestingOptions });
-  const http = request(app.getHttpServer());
+  const http = request(t.app.getHttpServer());
   for (const name of ['Acme', 'Beta']) {
     const org = await http
       .post('/organizations')
@@ -26,7 +21,7 @@ beforeAll(async () => {
     ids.push(org.body.eventId as string);
   }
   // What a mail outage leaves behind: the mail handler failed for good, the others delivered.
-  await app.get(DataSource).query(
+  await t.app.get(DataSource).query(
     `UPDATE outbox_event
      SET dead_at = now(), attempts = 3, deliveries = '{"audit-log": "2026-01-01T00:00:00Z"}',
          failures = '{"notification-mail": {"count": 3, "retryAt": null}}',
@@ -36,13 +31,8 @@ beforeAll(async () => {
   );
 });
 
-afterAll(async () => {
-  await app?.close();
-  await db?.close();
-});
-
 it('lists dead letters newest first, filters them and pages with the next cursor', async () => {
-  const http = request(app.getHttpServer());
+  const http = request(t.app.getHttpServer());
   const all = await http.get('/outbox/dead-letters').set(OPERATOR).expect(200);
   expect(all.body.items.map((i: { id: string }) => i.id).sort()).toEqual([...ids].sort());
   expect(all.body.items[0]).toMatchObject({
@@ -72,7 +62,7 @@ it('lists dead letters newest first, filters them and pages with the next cursor
 });
 
 it('groups one outage into one line and shows one event whole', async () => {
-  const http = request(app.getHttpServer());
+  const http = request(t.app.getHttpServer());
   const groups = await http.get('/outbox/dead-letters/groups').set(OPERATOR).expect(200);
   expect(groups.body).toMatchObject([
     { type: 'organization.created', handler: 'notification-mail', count: 2 },
@@ -83,7 +73,7 @@ it('groups one outage into one line and shows one event whole', async () => {
 });
 
 it('answers bad input with a 400 naming the field, never a 500', async () => {
-  const http = request(app.getHttpServer());
+  const http = request(t.app.getHttpServer());
   const cases: [string, string][] = [
     ['/outbox/dead-letters?limit=0', 'limit must not be less than 1'],
     ['/outbox/dead-letters?limit=many', 'limit must be an integer number'],
@@ -101,7 +91,7 @@ it('answers bad input with a 400 naming the field, never a 500', async () => {
 });
 
 it('replays and discards over HTTP: a dry run first, then the change, each answered with the ids', async () => {
-  const http = request(app.getHttpServer());
+  const http = request(t.app.getHttpServer());
   const [acme, beta] = ids;
   const dry = await http
     .post('/outbox/dead-letters/replay')
@@ -142,7 +132,7 @@ it('replays and discards over HTTP: a dry run first, then the change, each answe
     .send({ ids: [acme], handlers: ['notification-mail'] })
     .expect(200);
   expect(replayed.body).toMatchObject({ dryRun: false, count: 1, ids: [acme], unchanged: [] });
-  const [row] = await app
+  const [row] = await t.app
     .get(DataSource)
     .query<{ due: boolean }[]>(
       `SELECT next_attempt_at <= now() AS due FROM outbox_event WHERE id = $1`,
@@ -159,7 +149,7 @@ describe('without the operator token', () => {
   ];
 
   it.each(WRONG)('every read is a 401 with %j', async (headers) => {
-    const http = request(app.getHttpServer());
+    const http = request(t.app.getHttpServer());
     for (const url of [
       '/outbox',
       '/outbox/dead-letters',
@@ -177,13 +167,13 @@ describe('without the operator token', () => {
   it.each(WRONG)(
     'a replay, a discard or a new organization is a 401 with %j, and changes nothing',
     async (headers) => {
-      const http = request(app.getHttpServer());
+      const http = request(t.app.getHttpServer());
       const snapshot = () =>
-        app
+        t.app
           .get(DataSource)
           .query(`SELECT id, next_attempt_at, discarded_at, dead_at FROM outbox_event ORDER BY id`);
       const before = await snapshot();
-      const organizations = await app.get(DataSource).query(`SELECT id FROM organization`);
+      const organizations = await t.app.get(DataSource).query(`SELECT id FROM organization`);
       for (const [url, body] of [
         ['/outbox/dead-letters/replay', { filter: { types: ['organization.created'] }, all: true }],
         ['/outbox/dead-letters/discard', { ids, reason: 'forged' }],
@@ -194,12 +184,14 @@ describe('without the operator token', () => {
         expect({ url, status: res.status }).toEqual({ url, status: 401 });
       }
       expect(await snapshot()).toEqual(before);
-      expect(await app.get(DataSource).query(`SELECT id FROM organization`)).toEqual(organizations);
+      expect(await t.app.get(DataSource).query(`SELECT id FROM organization`)).toEqual(
+        organizations,
+      );
     },
   );
 
   it("an organization's API key is not the operator token", async () => {
-    const http = request(app.getHttpServer());
+    const http = request(t.app.getHttpServer());
     const org = await http
       .post('/organizations')
       .set(OPERATOR)
@@ -216,8 +208,8 @@ describe('without the operator token', () => {
 });
 
 it('answers a bad replay or discard with a 400 naming the field, and changes nothing', async () => {
-  const http = request(app.getHttpServer());
-  const before = await app
+  const http = request(t.app.getHttpServer());
+  const before = await t.app
     .get(DataSource)
     .query(`SELECT id, next_attempt_at, discarded_at FROM outbox_event ORDER BY id`);
   const cases: [string, object, string][] = [
@@ -261,14 +253,14 @@ it('answers a bad replay or discard with a 400 naming the field, and changes not
     expect({ url, body, status: res.status }).toEqual({ url, body, status: 400 });
     expect(JSON.stringify(res.body.message)).toContain(message);
   }
-  const after = await app
+  const after = await t.app
     .get(DataSource)
     .query(`SELECT id, next_attempt_at, discarded_at FROM outbox_event ORDER BY id`);
   expect(after).toEqual(before);
 });
 
 it('answers a change by filter while another runs with a 409 naming it, and changes nothing', async () => {
-  const dataSource = app.get(DataSource);
+  const dataSource = t.app.get(DataSource);
   await dataSource.query(
     `INSERT INTO outbox_admin_change (scope, change_id, kind, actor, selection, expires_at)
      VALUES ('dead-letters', gen_random_uuid(), 'discard', 'cli:ops', '{}',
@@ -278,7 +270,7 @@ it('answers a change by filter while another runs with a 409 naming it, and chan
     const before = await dataSource.query(
       `SELECT id, next_attempt_at, discarded_at FROM outbox_event ORDER BY id`,
     );
-    const res = await request(app.getHttpServer())
+    const res = await request(t.app.getHttpServer())
       .post('/outbox/dead-letters/replay')
       .set(OPERATOR)
       .send({ filter: { types: ['organization.created'] } })

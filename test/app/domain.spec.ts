@@ -1,46 +1,31 @@
-import { BadRequestException, type INestApplication } from '@nestjs/common';
+import { BadRequestException } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { DomainEvents } from '../../apps/reference/src/events/domain-events';
-import type { Client } from 'pg';
 import request from 'supertest';
-import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { plantSecret } from '../support/log-guard';
-import { createReferenceApp, OPERATOR } from '../support/reference-app';
+import { useReferenceApp, OPERATOR } from '../support/reference-app';
 import { bearer } from '../support/tenant';
 import { eventually } from '../support/outbox-app';
 
 /** The domain API: each action writes its change and its event together, or nothing. */
 
-let db: TestDatabase;
-let app: INestApplication;
-let sql: Client;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  app = await createReferenceApp(db.url);
-  sql = await db.connect();
-});
-
-afterAll(async () => {
-  await app?.close();
-  await db?.close();
-});
+const t = useReferenceApp();
 
 async function count(table: string): Promise<number> {
-  const { rows } = await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
+  const { rows } = await t.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
   return rows[0].n;
 }
 
 describe('reference app domain', () => {
   it('creating an organization writes it, its admin and organization.created with the request id', async () => {
-    const res = await request(app.getHttpServer())
+    const res = await request(t.app.getHttpServer())
       .post('/organizations')
       .set(OPERATOR)
       .set('x-request-id', 'req-create-1')
       .send({ name: 'Acme', adminEmail: 'Ada@Acme.test' })
       .expect(201);
     expect(res.headers['x-request-id']).toBe('req-create-1');
-    const { rows } = await sql.query(
+    const { rows } = await t.sql.query(
       'SELECT type, organization_id, request_id, aggregate_type, payload FROM outbox_event WHERE id = $1',
       [res.body.eventId],
     );
@@ -54,7 +39,7 @@ describe('reference app domain', () => {
       },
     ]);
     await eventually('the event is delivered', async () => {
-      const r = await sql.query('SELECT dispatched_at FROM outbox_event WHERE id = $1', [
+      const r = await t.sql.query('SELECT dispatched_at FROM outbox_event WHERE id = $1', [
         res.body.eventId,
       ]);
       return r.rows[0].dispatched_at !== null;
@@ -62,20 +47,20 @@ describe('reference app domain', () => {
   });
 
   it('a payload that fails validation gets a 400 naming the field, and nothing is written', async () => {
-    const org = await request(app.getHttpServer())
+    const org = await request(t.app.getHttpServer())
       .post('/organizations')
       .set(OPERATOR)
       .send({ name: 'Beta', adminEmail: 'bo@beta.test' })
       .expect(201);
     const key = bearer(plantSecret(org.body.apiKey));
     const before = { invoices: await count('invoice'), events: await count('outbox_event') };
-    const res = await request(app.getHttpServer())
+    const res = await request(t.app.getHttpServer())
       .post(`/organizations/${org.body.id}/invoices`)
       .set(key)
       .send({ number: 'INV-1', amountCents: -5, currency: 'EUR' })
       .expect(400);
     expect(JSON.stringify(res.body.message)).toContain('amountCents must not be less than 1');
-    const bad = await request(app.getHttpServer())
+    const bad = await request(t.app.getHttpServer())
       .post(`/organizations/${org.body.id}/members`)
       .set(key)
       .send({ email: 'not-an-email', role: 'owner' })
@@ -90,8 +75,8 @@ describe('reference app domain', () => {
   });
 
   it('an event payload that does not match the catalog is a 400 naming the field, and nothing is written', async () => {
-    const events = app.get(DomainEvents);
-    const dataSource = app.get(DataSource);
+    const events = t.app.get(DomainEvents);
+    const dataSource = t.app.get(DataSource);
     const before = await count('outbox_event');
     const error = await dataSource
       .transaction((manager) =>
@@ -113,14 +98,14 @@ describe('reference app domain', () => {
   });
 
   it('two invites of one address racing past the existence check give one member and one 409', async () => {
-    const org = await request(app.getHttpServer())
+    const org = await request(t.app.getHttpServer())
       .post('/organizations')
       .set(OPERATOR)
       .send({ name: 'Race', adminEmail: 'ra@race.test' })
       .expect(201);
     const key = bearer(plantSecret(org.body.apiKey));
     const invite = () =>
-      request(app.getHttpServer())
+      request(t.app.getHttpServer())
         .post(`/organizations/${org.body.id}/members`)
         .set(key)
         .send({ email: 'twin@race.test', role: 'member' });
@@ -128,7 +113,7 @@ describe('reference app domain', () => {
       .map((r) => r.status)
       .sort();
     expect(statuses).toEqual([201, 409, 409]);
-    const { rows } = await sql.query(
+    const { rows } = await t.sql.query(
       `SELECT count(*)::int AS n FROM member WHERE organization_id = $1 AND email = 'twin@race.test'`,
       [org.body.id],
     );
@@ -136,7 +121,7 @@ describe('reference app domain', () => {
   });
 
   it("GET /outbox reports the dispatcher and the outbox by state, from the health indicator's bounded probe", async () => {
-    const res = await request(app.getHttpServer()).get('/outbox').set(OPERATOR).expect(200);
+    const res = await request(t.app.getHttpServer()).get('/outbox').set(OPERATOR).expect(200);
     expect(res.body).toEqual({
       dispatcher: 'running',
       listener: expect.any(String),

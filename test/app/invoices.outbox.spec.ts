@@ -1,34 +1,24 @@
-import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import request from 'supertest';
 import { drainUntilIdle, emitted, expectEmitted, outboxTestingOptions } from '@app/outbox/testing';
-import { createReferenceApp } from '../support/reference-app';
+import { useReferenceApp } from '../support/reference-app';
 import { createTenant } from '../support/tenant';
-import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 /**
  * The reference app tested as the package README shows: the outbox runs without its loop,
  * LISTEN connection or timers; the test asserts what was emitted, then delivers it.
  */
 
-let db: TestDatabase;
-let app: INestApplication;
+const t = useReferenceApp({}, { outbox: outboxTestingOptions });
 let dataSource: DataSource;
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  app = await createReferenceApp(db.url, {}, { outbox: outboxTestingOptions });
-  dataSource = app.get(DataSource);
-});
-
-afterAll(async () => {
-  await app?.close();
-  await db?.close();
+beforeAll(() => {
+  dataSource = t.app.get(DataSource);
 });
 
 it('paying an invoice emits invoice.paid, and the audit log records it once delivered', async () => {
-  const http = request(app.getHttpServer());
-  const org = await createTenant(app.getHttpServer(), 'Acme', 'ada@acme.test');
+  const http = request(t.app.getHttpServer());
+  const org = await createTenant(t.app.getHttpServer(), 'Acme', 'ada@acme.test');
   const invoice = await http
     .post(`/organizations/${org.id}/invoices`)
     .set(org.auth)
@@ -46,7 +36,7 @@ it('paying an invoice emits invoice.paid, and the audit log records it once deli
   });
   expect(paid.deliveredTo).toEqual([]);
 
-  await drainUntilIdle(app);
+  await drainUntilIdle(t.app);
 
   const [delivered] = await emitted(dataSource, { ids: [paid.id] });
   expect(delivered.deliveredTo).toContain('audit-log');

@@ -1,32 +1,19 @@
-import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
 import { drainUntilIdle, outboxTestingOptions } from '@app/outbox/testing';
-import { createReferenceApp, OPERATOR } from '../support/reference-app';
-import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { useReferenceApp, OPERATOR } from '../support/reference-app';
 
 /** GET /metrics of the reference app: the outbox's OpenTelemetry metrics, as Prometheus reads them. */
 
-let db: TestDatabase;
-let app: INestApplication;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  app = await createReferenceApp(db.url, {}, { outbox: outboxTestingOptions });
-});
-
-afterAll(async () => {
-  await app?.close();
-  await db?.close();
-});
+const t = useReferenceApp({}, { outbox: outboxTestingOptions });
 
 it('serves delivery counters, run durations, lag and the state gauges in the text format', async () => {
-  const http = request(app.getHttpServer());
+  const http = request(t.app.getHttpServer());
   await http
     .post('/organizations')
     .set(OPERATOR)
     .send({ name: 'Acme', adminEmail: 'admin@acme.test' })
     .expect(201);
-  await drainUntilIdle(app);
+  await drainUntilIdle(t.app);
 
   await http.get('/metrics').expect(401);
   const scrape = await http.get('/metrics').set(OPERATOR).expect(200);

@@ -2,13 +2,7 @@ import { Logger, type INestApplication } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type { Client } from 'pg';
 import request from 'supertest';
-import { DataSource } from 'typeorm';
-import {
-  EventDispatcher,
-  OUTBOX_EVENT_DEAD,
-  OutboxPublisher,
-  type OutboxEventDeadPayload,
-} from '@app/outbox';
+import { EventDispatcher, OUTBOX_EVENT_DEAD } from '@app/outbox';
 import {
   MAILED_EVENT_TYPES,
   NOTIFIED_EVENT_TYPES,
@@ -17,11 +11,13 @@ import {
 import { smtpMessageId } from '../../apps/reference/src/notifications/smtp.mailer';
 import { forceRedelivery, waitUntilDelivered } from '../support/redelivery';
 import { plantSecret } from '../support/log-guard';
-import { createReferenceApp, OPERATOR } from '../support/reference-app';
+import { createReferenceApp, OPERATOR, useReferenceApp } from '../support/reference-app';
 import { bearer } from '../support/tenant';
 import { MailerPort } from '../../apps/reference/src/notifications/mailer.port';
 import { startSmtpServer, type TestSmtpServer } from '../support/smtp-server';
-import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { useTestApp } from '../support/test-database';
+import { emitCommitted } from '../support/outbox-app';
+import { deadAnnouncement } from '../support/events';
 
 /**
  * The notification handlers: `notification-fanout` (transactional) writes in-app notifications
@@ -147,9 +143,6 @@ describe('notifications with a real SMTP server', () => {
   const SECRET = `pw-${randomUUID()}`;
   const MAIL_FROM = 'Acme Notifications <notify@acme.test>';
   let smtp: TestSmtpServer;
-  let db: TestDatabase;
-  let app: INestApplication;
-  let sql: Client;
   const logged: string[] = [];
 
   beforeAll(async () => {
@@ -160,37 +153,33 @@ describe('notifications with a real SMTP server', () => {
       });
     }
     smtp = await startSmtpServer({ users: { mailer: SECRET } });
-    db = await createTestDatabase();
-    app = await createReferenceApp(db.url, {
-      SMTP_URL: smtp.url({ user: 'mailer', pass: SECRET }),
-      MAIL_FROM,
-    });
-    sql = await db.connect();
   });
 
+  const t = useTestApp((db) =>
+    createReferenceApp(db.url, { SMTP_URL: smtp.url({ user: 'mailer', pass: SECRET }), MAIL_FROM }),
+  );
+
   afterAll(async () => {
-    await app?.close();
-    await db?.close();
     await smtp?.close();
     jest.restoreAllMocks();
   });
 
   it('domain actions notify admins and members and mail the invitee and admins over SMTP, once even after a redelivery', async () => {
-    const org = await organization(app, 'Acme', 'ada@acme.test', [
+    const org = await organization(t.app, 'Acme', 'ada@acme.test', [
       { email: 'bob@acme.test', role: 'member' },
     ]);
     const bob = org.invited['bob@acme.test'];
-    const { issuedEventId, paidEventId } = await issueAndPay(app, org.id, 'INV-1');
-    await waitUntilDelivered(sql);
+    const { issuedEventId, paidEventId } = await issueAndPay(t.app, org.id, 'INV-1');
+    await waitUntilDelivered(t.sql);
 
     // In-app: admins for member.invited and invoice.issued, every member for invoice.paid.
-    expect(await inbox(app, org.id, org.adminId)).toEqual([
+    expect(await inbox(t.app, org.id, org.adminId)).toEqual([
       'Invoice INV-1 issued',
       'Invoice INV-1 was paid',
       'bob@acme.test was invited as member',
     ]);
-    expect(await inbox(app, org.id, bob.id)).toEqual(['Invoice INV-1 was paid']);
-    const notifications = await notificationRows(sql, org.id);
+    expect(await inbox(t.app, org.id, bob.id)).toEqual(['Invoice INV-1 was paid']);
+    const notifications = await notificationRows(t.sql, org.id);
     expect(notifications).toHaveLength(4);
     for (const n of notifications) expect(n.dedup_key).toBe(`event:${n.event_id}`);
 
@@ -224,7 +213,7 @@ describe('notifications with a real SMTP server', () => {
     ]);
     expect(received[1].raw).toContain(`Event: member.invited ${bob.eventId}`);
 
-    const mails = await request(app.getHttpServer()).get('/mails').set(auth(org.id)).expect(200);
+    const mails = await request(t.app.getHttpServer()).get('/mails').set(auth(org.id)).expect(200);
     expect(
       (mails.body as any[])
         .map((m) => ({
@@ -242,18 +231,18 @@ describe('notifications with a real SMTP server', () => {
     );
 
     // Every event delivered again: the handler runs, inserts nothing and sends nothing.
-    const mailLogBefore = await mailLogRows(sql);
-    expect(await forceRedelivery(sql)).toBeGreaterThanOrEqual(4);
-    await waitUntilDelivered(sql);
-    expect(await fanoutDelivered(sql, [bob.eventId, issuedEventId, paidEventId])).toBe(3);
-    expect(await fanoutDelivered(sql, [bob.eventId, paidEventId], 'notification-mail')).toBe(2);
-    expect(await notificationRows(sql, org.id)).toEqual(notifications);
+    const mailLogBefore = await mailLogRows(t.sql);
+    expect(await forceRedelivery(t.sql)).toBeGreaterThanOrEqual(4);
+    await waitUntilDelivered(t.sql);
+    expect(await fanoutDelivered(t.sql, [bob.eventId, issuedEventId, paidEventId])).toBe(3);
+    expect(await fanoutDelivered(t.sql, [bob.eventId, paidEventId], 'notification-mail')).toBe(2);
+    expect(await notificationRows(t.sql, org.id)).toEqual(notifications);
     expect(smtp.messages).toHaveLength(2);
-    expect(await mailLogRows(sql)).toEqual(mailLogBefore);
+    expect(await mailLogRows(t.sql)).toEqual(mailLogBefore);
   });
 
   it('a mail key another attempt is still sending is neither sent again nor given up', async () => {
-    const mailer = app.get(MailerPort);
+    const mailer = t.app.get(MailerPort);
     const mail = {
       organizationId: randomUUID(),
       to: 'eve@acme.test',
@@ -261,7 +250,7 @@ describe('notifications with a real SMTP server', () => {
       text: 'T',
       idempotencyKey: 'test:in-flight',
     };
-    await sql.query(
+    await t.sql.query(
       `INSERT INTO mail_log (idempotency_key, recipient, subject, body, transport, claimed_at)
        VALUES ($1, $2, $3, $4, 'smtp', now())`,
       [mail.idempotencyKey, mail.to, mail.subject, mail.text],
@@ -271,7 +260,7 @@ describe('notifications with a real SMTP server', () => {
     expect(smtp.messages).toHaveLength(sentBefore);
 
     // That attempt must have ended once its claim is older than every SMTP timeout.
-    await sql.query(
+    await t.sql.query(
       `UPDATE mail_log SET claimed_at = now() - interval '2 minutes' WHERE idempotency_key = $1`,
       [mail.idempotencyKey],
     );
@@ -287,32 +276,19 @@ describe('notifications with a real SMTP server', () => {
 });
 
 describe('notifications without SMTP', () => {
-  let db: TestDatabase;
-  let app: INestApplication;
-  let sql: Client;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    app = await createReferenceApp(db.url);
-    sql = await db.connect();
-  });
-
-  afterAll(async () => {
-    await app?.close();
-    await db?.close();
-  });
+  const t = useReferenceApp();
 
   it('records each mail in mail_log under its idempotency key, and a redelivery records none twice', async () => {
-    const org = await organization(app, 'Initech', 'ada@initech.test', [
+    const org = await organization(t.app, 'Initech', 'ada@initech.test', [
       { email: 'cy@initech.test', role: 'admin' },
       { email: 'bob@initech.test', role: 'member' },
     ]);
     const cy = org.invited['cy@initech.test'];
     const bob = org.invited['bob@initech.test'];
-    const { paidEventId } = await issueAndPay(app, org.id, 'INV-7');
-    await waitUntilDelivered(sql);
+    const { paidEventId } = await issueAndPay(t.app, org.id, 'INV-7');
+    await waitUntilDelivered(t.sql);
 
-    const mails = await request(app.getHttpServer()).get('/mails').set(auth(org.id)).expect(200);
+    const mails = await request(t.app.getHttpServer()).get('/mails').set(auth(org.id)).expect(200);
     const byKey = (a: { idempotencyKey: string }, b: { idempotencyKey: string }) =>
       a.idempotencyKey.localeCompare(b.idempotencyKey);
     expect(
@@ -369,52 +345,42 @@ describe('notifications without SMTP', () => {
       'bob@initech.test was invited as member',
       'cy@initech.test was invited as admin',
     ];
-    expect(await inbox(app, org.id, org.adminId)).toEqual(adminTitles);
-    expect(await inbox(app, org.id, cy.id)).toEqual(adminTitles);
-    expect(await inbox(app, org.id, bob.id)).toEqual(['Invoice INV-7 was paid']);
+    expect(await inbox(t.app, org.id, org.adminId)).toEqual(adminTitles);
+    expect(await inbox(t.app, org.id, cy.id)).toEqual(adminTitles);
+    expect(await inbox(t.app, org.id, bob.id)).toEqual(['Invoice INV-7 was paid']);
 
-    const notifications = await notificationRows(sql, org.id);
-    const mailLog = await mailLogRows(sql);
-    expect(await forceRedelivery(sql)).toBeGreaterThanOrEqual(5);
-    await waitUntilDelivered(sql);
-    expect(await fanoutDelivered(sql, [cy.eventId, bob.eventId, paidEventId])).toBe(3);
-    expect(await notificationRows(sql, org.id)).toEqual(notifications);
-    expect(await mailLogRows(sql)).toEqual(mailLog);
+    const notifications = await notificationRows(t.sql, org.id);
+    const mailLog = await mailLogRows(t.sql);
+    expect(await forceRedelivery(t.sql)).toBeGreaterThanOrEqual(5);
+    await waitUntilDelivered(t.sql);
+    expect(await fanoutDelivered(t.sql, [cy.eventId, bob.eventId, paidEventId])).toBe(3);
+    expect(await notificationRows(t.sql, org.id)).toEqual(notifications);
+    expect(await mailLogRows(t.sql)).toEqual(mailLog);
   });
 
   it('an outbox.event.dead for the organization notifies its admins exactly once, also after a redelivery', async () => {
-    const org = await organization(app, 'Globex', 'gina@globex.test', [
+    const org = await organization(t.app, 'Globex', 'gina@globex.test', [
       { email: 'hal@globex.test', role: 'admin' },
       { email: 'ian@globex.test', role: 'member' },
     ]);
-    await waitUntilDelivered(sql);
-    const mailsBefore = await mailLogRows(sql);
+    await waitUntilDelivered(t.sql);
+    const mailsBefore = await mailLogRows(t.sql);
 
-    const failed: OutboxEventDeadPayload = {
-      eventId: randomUUID(),
-      type: 'invoice.paid',
-      aggregateType: 'invoice',
-      aggregateId: randomUUID(),
-      attempts: 10,
-      failedHandlers: ['webhook-fanout'],
-      lastError: 'webhook-fanout: HTTP 500',
-    };
-    const deadEventId = await app.get(DataSource).transaction((manager) =>
-      app.get(OutboxPublisher).emit(
-        {
-          type: OUTBOX_EVENT_DEAD,
-          aggregateType: 'outbox_event',
-          aggregateId: failed.eventId,
-          organizationId: org.id,
-          payload: failed,
-        },
-        { manager },
-      ),
+    const failed = deadAnnouncement(
+      {
+        eventId: randomUUID(),
+        type: 'invoice.paid',
+        aggregateType: 'invoice',
+        handler: 'webhook-fanout',
+        error: 'HTTP 500',
+      },
+      { organizationId: org.id },
     );
-    await waitUntilDelivered(sql);
+    const deadEventId = await emitCommitted(t.app, failed);
+    await waitUntilDelivered(t.sql);
 
     const deadNotifications = async () => {
-      const { rows } = await sql.query(
+      const { rows } = await t.sql.query(
         `SELECT n.id, m.email, n.organization_id, n.title, n.dedup_key
          FROM notification n JOIN member m ON m.id = n.user_id
          WHERE n.event_type = $1 ORDER BY m.email`,
@@ -422,7 +388,7 @@ describe('notifications without SMTP', () => {
       );
       return rows;
     };
-    const title = `Delivery of invoice.paid ${failed.eventId} failed for good`;
+    const title = `Delivery of invoice.paid ${failed.payload.eventId} failed for good`;
     const first = await deadNotifications();
     expect(first.map(({ id: _id, ...rest }) => rest)).toEqual(
       ['gina@globex.test', 'hal@globex.test'].map((email) => ({
@@ -432,28 +398,28 @@ describe('notifications without SMTP', () => {
         dedup_key: `event:${deadEventId}`,
       })),
     );
-    expect(await inbox(app, org.id, org.invited['ian@globex.test'].id)).toEqual([]);
-    expect(await mailLogRows(sql)).toEqual(mailsBefore);
+    expect(await inbox(t.app, org.id, org.invited['ian@globex.test'].id)).toEqual([]);
+    expect(await mailLogRows(t.sql)).toEqual(mailsBefore);
 
-    expect(await forceRedelivery(sql, [deadEventId])).toBe(1);
-    await waitUntilDelivered(sql);
-    expect(await fanoutDelivered(sql, [deadEventId])).toBe(1);
+    expect(await forceRedelivery(t.sql, [deadEventId])).toBe(1);
+    await waitUntilDelivered(t.sql);
+    expect(await fanoutDelivered(t.sql, [deadEventId])).toBe(1);
     expect(await deadNotifications()).toEqual(first);
-    expect(await mailLogRows(sql)).toEqual(mailsBefore);
+    expect(await mailLogRows(t.sql)).toEqual(mailsBefore);
   });
 
   it('GET /notifications wants an API key and a UUID userId, and the handler is registered only for notified types', async () => {
-    const org = await organization(app, 'Hooli', 'gavin@hooli.test');
+    const org = await organization(t.app, 'Hooli', 'gavin@hooli.test');
     const key = auth(org.id);
-    await request(app.getHttpServer()).get('/notifications').expect(401);
-    await request(app.getHttpServer()).get('/mails').expect(401);
-    const res = await request(app.getHttpServer())
+    await request(t.app.getHttpServer()).get('/notifications').expect(401);
+    await request(t.app.getHttpServer()).get('/mails').expect(401);
+    const res = await request(t.app.getHttpServer())
       .get('/notifications')
       .set(key)
       .query({ userId: 'nope' })
       .expect(400);
     expect(JSON.stringify(res.body.message)).toContain('userId must be a UUID');
-    const dispatcher = app.get(EventDispatcher);
+    const dispatcher = t.app.get(EventDispatcher);
     expect(dispatcher.handlerNames('invoice.paid')).toContain('notification-fanout');
     expect(dispatcher.handlerNames(OUTBOX_EVENT_DEAD)).toContain('notification-fanout');
     expect(dispatcher.handlerNames('organization.created')).not.toContain('notification-fanout');

@@ -1,9 +1,12 @@
 import { createHmac } from 'node:crypto';
-import type { INestApplication } from '@nestjs/common';
-import type { Client } from 'pg';
 import request from 'supertest';
-import { createReferenceApp, OPERATOR, OPERATOR_TOKEN } from '../support/reference-app';
-import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import {
+  useReferenceApp,
+  createReferenceApp,
+  rowCounts,
+  OPERATOR,
+  OPERATOR_TOKEN,
+} from '../support/reference-app';
 
 /**
  * The API answers requests from its own pages and clients only: bodies are JSON (a browser
@@ -11,34 +14,10 @@ import { createTestDatabase, type TestDatabase } from '../support/test-database'
  * refused before any route, so a page on a rebound name reaches nothing.
  */
 
-let db: TestDatabase;
-let app: INestApplication;
-let sql: Client;
-
-const TABLES = ['organization', 'member', 'invoice', 'webhook_endpoint', 'outbox_event'];
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  app = await createReferenceApp(db.url);
-  sql = await db.connect();
-});
-
-afterAll(async () => {
-  await app?.close();
-  await db?.close();
-});
+const t = useReferenceApp();
 
 function http() {
-  return request(app.getHttpServer());
-}
-
-async function rowCounts(): Promise<Record<string, number>> {
-  const counts: Record<string, number> = {};
-  for (const table of TABLES) {
-    const { rows } = await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
-    counts[table] = rows[0].n;
-  }
-  return counts;
+  return request(t.app.getHttpServer());
 }
 
 describe('bodies', () => {
@@ -50,10 +29,10 @@ describe('bodies', () => {
       '--x\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--x--',
     ],
   ])('a %s body on POST /organizations is a 415, and nothing is written', async (type, body) => {
-    const before = await rowCounts();
+    const before = await rowCounts(t.sql);
     const res = await http().post('/organizations').type(type).send(body).expect(415);
     expect(res.body.message).toContain('must be JSON');
-    expect(await rowCounts()).toEqual(before);
+    expect(await rowCounts(t.sql)).toEqual(before);
   });
 
   it('a form posted at a dead-letter replay, nested keys and all, is a 415', async () => {
@@ -70,7 +49,7 @@ describe('hosts', () => {
   it.each([['evil.example'], ['evil.example:3000'], ['127.0.0.1.evil.example'], ['']])(
     'a request for Host %j is a 421 on every route but the health probe, before any runs',
     async (host) => {
-      const before = await rowCounts();
+      const before = await rowCounts(t.sql);
       for (const [method, path] of [
         ['get', '/outbox/ui'],
         ['get', '/outbox'],
@@ -80,7 +59,7 @@ describe('hosts', () => {
         const res = await http()[method](path).set('host', host).send({ name: 'x' });
         expect({ method, path, status: res.status }).toEqual({ method, path, status: 421 });
       }
-      expect(await rowCounts()).toEqual(before);
+      expect(await rowCounts(t.sql)).toEqual(before);
     },
   );
 
@@ -113,7 +92,7 @@ describe('hosts', () => {
   );
 
   it('ALLOWED_HOSTS replaces the loopback names', async () => {
-    const other = await createReferenceApp(db.url, { ALLOWED_HOSTS: 'api.example.com' });
+    const other = await createReferenceApp(t.db.url, { ALLOWED_HOSTS: 'api.example.com' });
     try {
       const server = other.getHttpServer();
       await request(server).get('/no-such-route').set('host', 'api.example.com').expect(404);

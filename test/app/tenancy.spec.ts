@@ -1,12 +1,9 @@
-import type { INestApplication } from '@nestjs/common';
 import { createHash } from 'node:crypto';
-import type { Client } from 'pg';
 import request from 'supertest';
 import { plantSecret } from '../support/log-guard';
 import { waitUntilDelivered } from '../support/redelivery';
-import { createReferenceApp, OPERATOR } from '../support/reference-app';
+import { OPERATOR, rowCounts, useReferenceApp } from '../support/reference-app';
 import { bearer, createTenant, type Tenant } from '../support/tenant';
-import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { WebhookReceiver } from '../support/webhook-receiver';
 
 /**
@@ -15,9 +12,7 @@ import { WebhookReceiver } from '../support/webhook-receiver';
  * without a valid key is a 401 that changes nothing. Organizations are the operator's to create.
  */
 
-let db: TestDatabase;
-let app: INestApplication;
-let sql: Client;
+const t = useReferenceApp({ WEBHOOK_ALLOW_PRIVATE_ADDRESSES: '1' });
 let receiver: WebhookReceiver;
 let acme: Tenant;
 let globex: Tenant;
@@ -35,12 +30,9 @@ const TABLES = [
 ];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   receiver = await WebhookReceiver.start();
-  app = await createReferenceApp(db.url, { WEBHOOK_ALLOW_PRIVATE_ADDRESSES: '1' });
-  sql = await db.connect();
-  acme = await createTenant(app.getHttpServer(), 'Acme');
-  globex = await createTenant(app.getHttpServer(), 'Globex');
+  acme = await createTenant(t.app.getHttpServer(), 'Acme');
+  globex = await createTenant(t.app.getHttpServer(), 'Globex');
   for (const tenant of [acme, globex]) {
     const endpoint = await http()
       .post(`/organizations/${tenant.id}/webhooks`)
@@ -65,26 +57,20 @@ beforeAll(async () => {
       });
     }
   }
-  await waitUntilDelivered(sql);
+  await waitUntilDelivered(t.sql);
 });
 
 afterAll(async () => {
-  await app?.close();
   await receiver?.close();
-  await db?.close();
 });
 
 function http() {
-  return request(app.getHttpServer());
+  return request(t.app.getHttpServer());
 }
 
 async function snapshot(): Promise<Record<string, unknown>> {
-  const counts: Record<string, unknown> = {};
-  for (const table of TABLES) {
-    const { rows } = await sql.query(`SELECT count(*)::int AS n FROM ${table}`);
-    counts[table] = rows[0].n;
-  }
-  const { rows } = await sql.query(
+  const counts = await rowCounts(t.sql, TABLES);
+  const { rows } = await t.sql.query(
     `SELECT id, status FROM invoice UNION ALL SELECT id, enabled::text FROM webhook_endpoint
      UNION ALL SELECT id, encode(api_key_hash, 'hex') FROM organization ORDER BY 1`,
   );
@@ -133,7 +119,7 @@ describe('credentials', () => {
     expect(await snapshot()).toEqual(before);
 
     expect(acme.apiKey).toMatch(new RegExp(`^oak_${acme.id}_[A-Za-z0-9_-]{43}$`));
-    const { rows } = await sql.query(
+    const { rows } = await t.sql.query(
       `SELECT to_jsonb(o) AS row FROM organization o WHERE id = $1`,
       [acme.id],
     );
@@ -237,7 +223,7 @@ describe('one organization, one key', () => {
   });
 
   it("an operator's new key replaces the old one at once", async () => {
-    const tenant = await createTenant(app.getHttpServer(), 'Rotating');
+    const tenant = await createTenant(t.app.getHttpServer(), 'Rotating');
     await http().get('/audit').set(tenant.auth).expect(200);
     await http().post(`/organizations/${tenant.id}/api-key`).set(tenant.auth).expect(401);
     const issued = await http()

@@ -1,14 +1,13 @@
 import type { INestApplication } from '@nestjs/common';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Client } from 'pg';
 import request from 'supertest';
 import { scrubError } from '@app/outbox';
 import { eventually } from '../support/outbox-app';
 import { waitUntilDelivered } from '../support/redelivery';
 import { createReferenceApp } from '../support/reference-app';
 import { createTenant, type Tenant } from '../support/tenant';
-import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { useTestDatabase } from '../support/test-database';
 import { webhookDeliveries } from '../support/webhook-deliveries';
 import { WebhookReceiver } from '../support/webhook-receiver';
 
@@ -19,23 +18,19 @@ import { WebhookReceiver } from '../support/webhook-receiver';
  * that resolves elsewhere later reaches nothing. Of a failing answer, 300 bytes are read.
  */
 
-let db: TestDatabase;
-let sql: Client;
+const t = useTestDatabase();
 let receiver: WebhookReceiver;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  sql = await db.connect();
   receiver = await WebhookReceiver.start();
 });
 
 afterAll(async () => {
   await receiver?.close();
-  await db?.close();
 });
 
 async function endpointCount(organizationId: string): Promise<number> {
-  const { rows } = await sql.query(
+  const { rows } = await t.sql.query(
     'SELECT count(*)::int AS n FROM webhook_endpoint WHERE organization_id = $1',
     [organizationId],
   );
@@ -47,7 +42,7 @@ describe('registration', () => {
   let tenant: Tenant;
 
   beforeAll(async () => {
-    app = await createReferenceApp(db.url);
+    app = await createReferenceApp(t.db.url);
     tenant = await createTenant(app.getHttpServer(), 'Registrar');
   });
 
@@ -130,7 +125,7 @@ describe('registration', () => {
 describe('sending', () => {
   it('an endpoint whose address is inside by the time of the POST is refused when dialled, and nothing reaches it', async () => {
     // Registered where local addresses were allowed...
-    const before = await createReferenceApp(db.url, { WEBHOOK_ALLOW_PRIVATE_ADDRESSES: '1' });
+    const before = await createReferenceApp(t.db.url, { WEBHOOK_ALLOW_PRIVATE_ADDRESSES: '1' });
     const tenant = await createTenant(before.getHttpServer(), 'Moved');
     const byName = receiver.url('/hooks/by-name').replace('127.0.0.1', 'localhost');
     for (const url of [byName, receiver.url('/hooks/by-address')]) {
@@ -143,15 +138,15 @@ describe('sending', () => {
     await before.close();
 
     // ...and sent where they are not: each POST checks the address it would dial.
-    const app = await createReferenceApp(db.url, { WEBHOOK_RETRY_SCHEDULE_MS: '50' });
+    const app = await createReferenceApp(t.db.url, { WEBHOOK_RETRY_SCHEDULE_MS: '50' });
     try {
       const invite = await request(app.getHttpServer())
         .post(`/organizations/${tenant.id}/members`)
         .set(tenant.auth)
         .send({ email: 'bob@moved.test', role: 'member' })
         .expect(201);
-      await waitUntilDelivered(sql);
-      const rows = await webhookDeliveries(sql, { eventId: invite.body.eventId });
+      await waitUntilDelivered(t.sql);
+      const rows = await webhookDeliveries(t.sql, { eventId: invite.body.eventId });
       const tries = rows.map((r) => [r.attempts, r.dead_at !== null, r.last_error]);
       expect(tries).toHaveLength(2);
       expect(tries).toEqual(
@@ -203,7 +198,7 @@ describe('sending', () => {
     const url = `http://127.0.0.1:${(flood.address() as AddressInfo).port}/hook`;
 
     // One try, with all the time in the world to read whatever it is sent.
-    const app = await createReferenceApp(db.url, {
+    const app = await createReferenceApp(t.db.url, {
       WEBHOOK_ALLOW_PRIVATE_ADDRESSES: '1',
       WEBHOOK_TIMEOUT_MS: '50000',
       WEBHOOK_RETRY_SCHEDULE_MS: '3600000',
@@ -225,7 +220,7 @@ describe('sending', () => {
         .expect(201);
       let lastError: string | null = null;
       await eventually('the failed try is recorded', async () => {
-        const [row] = await webhookDeliveries(sql, { eventId: invite.body.eventId });
+        const [row] = await webhookDeliveries(t.sql, { eventId: invite.body.eventId });
         lastError = row?.last_error ?? null;
         return lastError !== null;
       });

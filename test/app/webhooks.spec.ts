@@ -1,11 +1,8 @@
-import type { INestApplication } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import type { Client } from 'pg';
 import request from 'supertest';
 import { eventually } from '../support/outbox-app';
 import { forceRedelivery, waitUntilDelivered } from '../support/redelivery';
-import { createReferenceApp, OPERATOR } from '../support/reference-app';
-import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { OPERATOR, useReferenceApp } from '../support/reference-app';
 import { WebhookReceiver } from '../support/webhook-receiver';
 import { capturedLineCount, leakedLines, plantSecret } from '../support/log-guard';
 import { webhookDeliveries } from '../support/webhook-deliveries';
@@ -22,32 +19,26 @@ const TIMEOUT_MS = 1500;
 /** Two retries of 50 ms: three tries in all. */
 const SCHEDULE = '50,50';
 
-let db: TestDatabase;
-let app: INestApplication;
-let sql: Client;
 let receiver: WebhookReceiver;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   receiver = await WebhookReceiver.start();
-  app = await createReferenceApp(db.url, {
-    // The receiver listens on 127.0.0.1.
-    WEBHOOK_ALLOW_PRIVATE_ADDRESSES: '1',
-    WEBHOOK_RETRY_SCHEDULE_MS: SCHEDULE,
-    WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
-  });
-  sql = await db.connect();
+});
+
+const t = useReferenceApp({
+  // The receiver listens on 127.0.0.1.
+  WEBHOOK_ALLOW_PRIVATE_ADDRESSES: '1',
+  WEBHOOK_RETRY_SCHEDULE_MS: SCHEDULE,
+  WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
 });
 
 afterAll(async () => {
-  // The app first: its shutdown waits for POSTs in flight, which need the receiver.
-  await app?.close();
+  // After the app (the fixture closes it first): its shutdown waits for POSTs in flight.
   await receiver?.close();
-  await db?.close();
 });
 
 function http() {
-  return request(app.getHttpServer());
+  return request(t.app.getHttpServer());
 }
 
 /** The `Authorization` header of each organization created here, by id. */
@@ -60,7 +51,7 @@ function auth(organizationId: string): { authorization: string } {
 }
 
 async function createOrganization(name: string): Promise<string> {
-  const tenant = await createTenant(app.getHttpServer(), name);
+  const tenant = await createTenant(t.app.getHttpServer(), name);
   keys.set(tenant.id, tenant.auth);
   return tenant.id;
 }
@@ -111,11 +102,11 @@ async function issueAndPay(
 
 /** Every outbox event settled for good: domain events, fan-outs, and every delivery's tries. */
 async function settle(): Promise<void> {
-  await waitUntilDelivered(sql);
+  await waitUntilDelivered(t.sql);
 }
 
 function deliveryRows(endpointId: string) {
-  return webhookDeliveries(sql, { endpointId });
+  return webhookDeliveries(t.sql, { endpointId });
 }
 
 /** The delivery event id of (event, endpoint): the `webhook-id` the receiver sees. */
@@ -126,7 +117,7 @@ async function deliveryId(eventId: string, endpointId: string): Promise<string> 
 }
 
 async function occurredAt(eventId: string): Promise<string> {
-  const { rows } = await sql.query<{ occurred_at: Date }>(
+  const { rows } = await t.sql.query<{ occurred_at: Date }>(
     'SELECT occurred_at FROM outbox_event WHERE id = $1',
     [eventId],
   );
@@ -138,7 +129,7 @@ describe('webhook endpoints', () => {
     const organizationId = await createOrganization('Leaky');
     const token = plantSecret(`tok-${randomUUID()}`);
     const before = capturedLineCount();
-    await sql.query('ALTER TABLE webhook_endpoint RENAME TO webhook_endpoint_away');
+    await t.sql.query('ALTER TABLE webhook_endpoint RENAME TO webhook_endpoint_away');
     try {
       const res = await http()
         .post(`/organizations/${organizationId}/webhooks`)
@@ -147,7 +138,7 @@ describe('webhook endpoints', () => {
       expect(res.status).toBe(500);
       expect(JSON.stringify(res.body)).not.toContain(token);
     } finally {
-      await sql.query('ALTER TABLE webhook_endpoint_away RENAME TO webhook_endpoint');
+      await t.sql.query('ALTER TABLE webhook_endpoint_away RENAME TO webhook_endpoint');
     }
     // The failure was logged (the guard saw it), without the secret or the query's parameters.
     expect(capturedLineCount()).toBeGreaterThan(before);
@@ -158,7 +149,7 @@ describe('webhook endpoints', () => {
     // Both are planted: the operator token by the app's test setup, the key by createTenant.
     const organizationId = await createOrganization('Keyleak');
     const before = capturedLineCount();
-    await sql.query('ALTER TABLE organization RENAME TO organization_away');
+    await t.sql.query('ALTER TABLE organization RENAME TO organization_away');
     try {
       const tenant = await http().get('/webhooks/deliveries').set(auth(organizationId)).expect(500);
       const operator = await http()
@@ -170,7 +161,7 @@ describe('webhook endpoints', () => {
       expect(answers).not.toContain(auth(organizationId).authorization.slice(7));
       expect(answers).not.toContain(OPERATOR.authorization.slice(7));
     } finally {
-      await sql.query('ALTER TABLE organization_away RENAME TO organization');
+      await t.sql.query('ALTER TABLE organization_away RENAME TO organization');
     }
     expect(capturedLineCount()).toBeGreaterThan(before + 1);
     expect(leakedLines()).toEqual([]);
@@ -191,7 +182,7 @@ describe('webhook endpoints', () => {
       // 24 random bytes are 32 base64 characters, without padding.
       secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{32}$/),
     });
-    const { rows } = await sql.query(
+    const { rows } = await t.sql.query(
       'SELECT organization_id, url, secret, event_types, enabled FROM webhook_endpoint WHERE id = $1',
       [res.body.id],
     );
@@ -225,7 +216,7 @@ describe('webhook endpoints', () => {
       .send({ url, events: ['invoice.paid'] })
       .expect(400);
     expect(res.body.message).toEqual(['url must be a URL address']);
-    const { rows } = await sql.query(
+    const { rows } = await t.sql.query(
       'SELECT count(*)::int AS n FROM webhook_endpoint WHERE organization_id = $1',
       [organizationId],
     );
@@ -268,7 +259,7 @@ describe('webhook endpoints', () => {
         .expect(404);
       expect(res.body.message).toMatch(/organization .* does not exist/);
     }
-    const { rows } = await sql.query(
+    const { rows } = await t.sql.query(
       'SELECT count(*)::int AS n FROM webhook_endpoint WHERE organization_id = $1',
       [theirs],
     );
@@ -310,7 +301,7 @@ describe('webhook delivery', () => {
       expect(r.headers['webhook-signature']).toMatch(/^v1,/);
     }
     const byType = new Map(received.map((r) => [(r.body as { type: string }).type, r.body]));
-    const { rows: members } = await sql.query(
+    const { rows: members } = await t.sql.query(
       `SELECT id FROM member WHERE organization_id = $1 AND email = 'grace@acme.test'`,
       [organizationId],
     );
@@ -351,7 +342,7 @@ describe('webhook delivery', () => {
     expect(await deliveryRows(elsewhere.id)).toEqual([]);
 
     // Each delivery is an outbox event caused by the public event, in its chain.
-    const { rows: chain } = await sql.query(
+    const { rows: chain } = await t.sql.query(
       `SELECT causation_id, correlation_id FROM outbox_event WHERE id = $1`,
       [paidDelivery],
     );
@@ -520,10 +511,10 @@ describe('webhook delivery', () => {
     const requestsBefore = receiver.requests.length;
 
     const publicEvents = [invitedEventId, issuedEventId, paidEventId];
-    expect(await forceRedelivery(sql, publicEvents)).toBe(3);
+    expect(await forceRedelivery(t.sql, publicEvents)).toBe(3);
     await settle();
 
-    const { rows: redelivered } = await sql.query(
+    const { rows: redelivered } = await t.sql.query(
       `SELECT deliveries ? 'webhook-fanout' AS fanned_out FROM outbox_event WHERE id = $1`,
       [paidEventId],
     );

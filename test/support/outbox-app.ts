@@ -17,6 +17,7 @@ import {
 } from '@app/outbox';
 import { GuardedLogger } from './log-guard';
 import { directUrlBehind } from './pooler';
+import { useTestApp, type TestAppFixture, type TestDatabaseFixtureOptions } from './test-database';
 
 export interface OutboxAppOptions {
   /**
@@ -105,9 +106,76 @@ export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T)
   return { promise, resolve };
 }
 
-/** Emits `event` in a transaction of its own, committed before this resolves. */
-export async function emitCommitted(app: INestApplication, event: NewOutboxEvent): Promise<void> {
-  await app
+export interface TestLeftovers {
+  /** A gate a handler can wait on; resolved after the test at the latest. */
+  hold(): { promise: Promise<void>; resolve: () => void };
+  /** `app`, closed after the test unless the test closes it through `close` first. */
+  closeAfterTest<A extends INestApplication>(app: A): A;
+  /** Closes `app` now (the shutdown hooks run), and not again after the test. */
+  close(app: INestApplication): Promise<void>;
+}
+
+/**
+ * What each test leaves open, undone after it so that a failed test leaves nothing hanging:
+ * the gates it holds handlers on are resolved first, then the apps it started are closed.
+ */
+export function useTestLeftovers(): TestLeftovers {
+  const gates: Array<() => void> = [];
+  const open = new Set<INestApplication>();
+  const close = (app: INestApplication) => {
+    open.delete(app);
+    return app.close();
+  };
+  afterEach(async () => {
+    for (const release of gates.splice(0)) release();
+    await Promise.all([...open].map(close));
+  });
+  return {
+    hold() {
+      const gate = deferred();
+      gates.push(() => gate.resolve());
+      return gate;
+    },
+    closeAfterTest(app) {
+      open.add(app);
+      return app;
+    },
+    close,
+  };
+}
+
+/** Emits `event` (or `events`) in a transaction of its own, committed before this resolves. */
+export function emitCommitted<P>(app: INestApplication, event: NewOutboxEvent<P>): Promise<string>;
+export function emitCommitted<P>(
+  app: INestApplication,
+  events: readonly NewOutboxEvent<P>[],
+): Promise<string[]>;
+export function emitCommitted(
+  app: INestApplication,
+  events: NewOutboxEvent | readonly NewOutboxEvent[],
+): Promise<string | string[]> {
+  return app
     .get(DataSource)
-    .transaction((manager) => app.get(OutboxPublisher).emit(event, { manager }));
+    .transaction((manager) => app.get(OutboxPublisher).emit(events as NewOutboxEvent, { manager }));
+}
+
+/** Emits each of `events` in a transaction of its own, one after another, as requests would. */
+export async function emitEachCommitted(
+  app: INestApplication,
+  events: readonly NewOutboxEvent[],
+): Promise<string[]> {
+  const ids: string[] = [];
+  for (const event of events) ids.push(await emitCommitted(app, event));
+  return ids;
+}
+
+/**
+ * The file's database and an outbox app on it (`createOutboxApp` with these options), made
+ * before its tests and closed after them. Read `.app`, `.db` and `.sql` inside tests and hooks.
+ */
+export function useOutboxApp(
+  options: Omit<OutboxAppOptions, 'url'>,
+  fixture?: TestDatabaseFixtureOptions,
+): TestAppFixture<INestApplication> {
+  return useTestApp((db) => createOutboxApp({ url: db.url, ...options }), fixture);
 }

@@ -81,24 +81,62 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   };
 }
 
+/** What the per-file fixtures below hold; read it inside tests and hooks, not at load. */
+export interface TestDatabaseFixture {
+  readonly db: TestDatabase;
+  /** A client of the file's own on `db.directUrl`. */
+  readonly sql: Client;
+}
+
+export interface TestDatabaseFixtureOptions {
+  /** Tables emptied (one TRUNCATE) before each test of the file. */
+  truncateEach?: string[];
+}
+
 /**
  * The file's database and a client on it, made before its tests and dropped after them: the
  * setup most SQL suites start with. Read `.db` and `.sql` inside tests and hooks.
  */
-export function useTestDatabase(): { readonly db: TestDatabase; readonly sql: Client } {
+export function useTestDatabase(options: TestDatabaseFixtureOptions = {}): TestDatabaseFixture {
+  return useTestApp(() => Promise.resolve(undefined), options);
+}
+
+/** The file's database, a client on it and the app `start` makes on it. */
+export interface TestAppFixture<App> extends TestDatabaseFixture {
+  readonly app: App;
+}
+
+/**
+ * `useTestDatabase` with an app on the database: `start` runs once the database is made, and
+ * the app is closed before the database is dropped. Read `.app` inside tests and hooks.
+ */
+export function useTestApp<App extends { close(): Promise<unknown> } | undefined>(
+  start: (db: TestDatabase) => Promise<App>,
+  { truncateEach = [] }: TestDatabaseFixtureOptions = {},
+): TestAppFixture<App> {
   let db: TestDatabase | undefined;
   let sql: Client | undefined;
+  let app: App | undefined;
+  let started = false;
   beforeAll(async () => {
     db = await createTestDatabase();
     sql = await db.connect();
+    app = await start(db);
+    started = true;
   });
   afterAll(async () => {
+    await app?.close();
     await db?.close();
   });
-  const ready = <T>(value: T | undefined): T => {
-    if (value === undefined) throw new Error('useTestDatabase: read before its beforeAll ran');
+  if (truncateEach.length > 0) {
+    beforeEach(async () => {
+      await ready(sql).query(`TRUNCATE ${truncateEach.join(', ')}`);
+    });
+  }
+  function ready<T>(value: T | undefined): T {
+    if (value === undefined) throw new Error('the test database: read before its beforeAll ran');
     return value;
-  };
+  }
   return {
     get db() {
       return ready(db);
@@ -106,5 +144,15 @@ export function useTestDatabase(): { readonly db: TestDatabase; readonly sql: Cl
     get sql() {
       return ready(sql);
     },
+    get app() {
+      if (!started) throw new Error('the test app: read before its beforeAll ran');
+      return app as App;
+    },
   };
+}
+
+/** Every column of the outbox_event row `id`, as pg reads it; undefined when there is none. */
+export async function eventRow(sql: Client, id: string): Promise<any> {
+  const { rows } = await sql.query('SELECT * FROM outbox_event WHERE id = $1', [id]);
+  return rows[0];
 }
