@@ -91,8 +91,8 @@ module.exports = {
       'ordering-is-a-seam',
       'ordering/',
       '(engine|handlers|emit|admin|testing|telemetry|bridge)/|outbox\\.(module|health|liveness)\\.ts',
-      'Per-key ordering: SQL fragments the statements take and the chains the executor asks; it ' +
-        'calls none of them.',
+      "Per-key ordering: the chains the executor asks of it, over the store's types; its " +
+        'statements live in store/ordering/ with every other statement.',
     ),
     apart(
       'nothing-needs-the-bridge',

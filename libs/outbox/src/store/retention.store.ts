@@ -6,7 +6,7 @@ import {
   FORGET_IDLE_WAITS,
   RECOUNT_WAITS,
   WAKE_STRANDED,
-} from '../ordering/ordering.sql';
+} from './ordering/ordering.sql';
 
 /** One batch of `WAKE_STRANDED`. */
 interface StrandedBatch {

@@ -1,4 +1,4 @@
-import { DEAD_ORDERED, isHead } from '../../ordering/ordering.sql';
+import { DEAD_ORDERED, isHead } from '../ordering/ordering.sql';
 import { handlerMessage } from './dead-letter-filter.sql';
 import { encodeCursor, keysetTime, type Keyset } from './keyset-cursor.util';
 import type { BlockedKey, BlockedKeyList } from './dead-letter.types';

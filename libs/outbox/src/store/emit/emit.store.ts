@@ -13,7 +13,7 @@ import {
   wakeParameters,
 } from './enqueue.sql';
 import { toOutboxRow, type OutboxRow } from './outbox-event.validator';
-import { SEQUENCE, sequenceParameters, type SequencedEvent } from '../../ordering/sequence.sql';
+import { SEQUENCE, sequenceParameters, type SequencedEvent } from '../ordering/sequence.sql';
 import { orderingKeyOf } from '../event-row.mapping';
 
 /** The ordered handlers an event of a type goes to, as the emit sequences it. */

@@ -2,7 +2,7 @@ import type { HandlerFailure } from '../outbox-event.entity';
 import { orderingKeyOf, type EventRow } from '../event-row.mapping';
 import { typeFilter } from '../store.client';
 import type { ClaimOptions, OutboxRecord } from './lease.types';
-import { heldBehindEarlier } from '../../ordering/ordering.sql';
+import { heldBehindEarlier } from '../ordering/ordering.sql';
 
 /**
  * Leases due live rows and due dead rows in one statement (`CLAIM`), or due live rows alone

@@ -10,7 +10,7 @@ import {
   toRecords,
 } from './claim.sql';
 import { ClaimFunction, UNDEFINED_FUNCTION } from './claim-function';
-import { orderedDone, PARK, parkParameters } from '../../ordering/ordered-settle.sql';
+import { orderedDone, PARK, parkParameters } from '../ordering/ordered-settle.sql';
 import type {
   ClaimOptions,
   DeliveredSettle,

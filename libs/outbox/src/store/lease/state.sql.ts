@@ -1,7 +1,7 @@
 import { HORIZON_COLUMNS, toHorizon, type HorizonRow } from '../horizon.sql';
 import { NEVER_DUE } from '../outbox-row.sql';
 import { STATE_COUNTS, toStateCounts, type StateCountsRow } from '../state-counts.sql';
-import { blockedKeyCount, orderedRetryWaitMs } from '../../ordering/ordering.sql';
+import { blockedKeyCount, orderedRetryWaitMs } from '../ordering/ordering.sql';
 import { toDueInMs, toWaitMs, typeFilter } from '../store.client';
 import type {
   NextDueOptions,

@@ -1,5 +1,5 @@
-import { inlineValues } from '../store/bounded-statement.util';
-import type { DeliveredSettle, OrderedSettleOptions } from '../store/lease/lease.types';
+import { inlineValues } from '../bounded-statement.util';
+import type { DeliveredSettle, OrderedSettleOptions } from '../lease/lease.types';
 
 /**
  * After a settle, in its transaction: what the settled events are now done with, for their

@@ -1,5 +1,5 @@
-import { NEVER_DUE } from '../store/outbox-row.sql';
-import { WAKE_PAYLOAD } from '../store/wake-payload.sql';
+import { NEVER_DUE } from '../outbox-row.sql';
+import { WAKE_PAYLOAD } from '../wake-payload.sql';
 /**
  * What the admin listing, the health probe and the metrics read of per-key ordering. Each read
  * follows a small partial index of migration 1773, so its cost does not grow with the backlog.

@@ -1,4 +1,4 @@
-import { NEVER_DUE } from '../store/outbox-row.sql';
+import { NEVER_DUE } from '../outbox-row.sql';
 /**
  * Gives events just written by this transaction their places in their keys, for the ordered
  * handlers they go to. Runs after the enqueue, in the caller's transaction, on the events it
