@@ -146,6 +146,15 @@ interface Expected {
   retryDelayMs?: number;
 }
 
+/** `retry`'s first failure, alone among the handlers left: back after its first delay. */
+const RETRY_FAILED_ONCE = {
+  failures: [{ handler: 'retry', count: 1, delayMs: 1_000 }],
+  pending: ['retry'],
+  dead: false,
+  failedHandlers: ['retry'],
+  retryDelayMs: 1_000,
+};
+
 describe('planSettle: what an attempt writes, by policy × outcome × attempt × lease', () => {
   it.each<[string, OutboxRecord, PlannedHandler[], HandlerOutcome[], Expected]>([
     // Delivered.
@@ -182,11 +191,7 @@ describe('planSettle: what an attempt writes, by policy × outcome × attempt ×
       {
         kind: 'failed',
         handlers: ['once'],
-        failures: [{ handler: 'retry', count: 1, delayMs: 1_000 }],
-        pending: ['retry'],
-        dead: false,
-        failedHandlers: ['retry'],
-        retryDelayMs: 1_000,
+        ...RETRY_FAILED_ONCE,
       },
     ],
     [
@@ -197,11 +202,7 @@ describe('planSettle: what an attempt writes, by policy × outcome × attempt ×
       {
         kind: 'failed',
         handlers: [],
-        failures: [{ handler: 'retry', count: 1, delayMs: 1_000 }],
-        pending: ['retry'],
-        dead: false,
-        failedHandlers: ['retry'],
-        retryDelayMs: 1_000,
+        ...RETRY_FAILED_ONCE,
       },
     ],
     [
@@ -227,10 +228,8 @@ describe('planSettle: what an attempt writes, by policy × outcome × attempt ×
       {
         kind: 'failed',
         handlers: [],
-        failures: [{ handler: 'retry', count: 1, delayMs: 1_000 }],
+        ...RETRY_FAILED_ONCE,
         pending: ['retry', 'slow'],
-        dead: false,
-        failedHandlers: ['retry'],
         // 600 ms after the claim, 100 ms of which have passed.
         retryDelayMs: 500,
       },
@@ -309,11 +308,7 @@ describe('planSettle: what an attempt writes, by policy × outcome × attempt ×
       {
         kind: 'failed',
         handlers: [],
-        failures: [{ handler: 'retry', count: 1, delayMs: 1_000 }],
-        pending: ['retry'],
-        dead: false,
-        failedHandlers: ['retry'],
-        retryDelayMs: 1_000,
+        ...RETRY_FAILED_ONCE,
       },
     ],
     [
@@ -379,11 +374,8 @@ describe('planSettle: what an attempt writes, by policy × outcome × attempt ×
       {
         kind: 'failed',
         handlers: [],
-        failures: [{ handler: 'retry', count: 1, delayMs: 1_000 }],
+        ...RETRY_FAILED_ONCE,
         pending: ['retry', 'keyed'],
-        dead: false,
-        failedHandlers: ['retry'],
-        retryDelayMs: 1_000,
       },
     ],
     [
