@@ -72,6 +72,14 @@ function recordChanges(changed: string, extraPayload: string): string {
 `;
 }
 
+/** The end of a change's UPDATE: the rows picked unless a dry run ($15), and what is recorded. */
+const ON_PICKED = `
+    FROM picked
+    WHERE e.id = picked.id
+      AND NOT $15::boolean
+    RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
+              e.correlation_id`;
+
 /**
  * Replays dead events now (discarded ones too, which are restored): the next claim runs their
  * handlers not yet delivered, or only those of $20 (text[] or null) when given. Named handlers
@@ -99,11 +107,7 @@ export const REPLAY_SELECTED = `
            FROM unnest($20::text[]) AS h(name)
            WHERE e.failures ? h.name AND NOT e.deliveries ? h.name),
           '{}'::jsonb)
-    FROM picked
-    WHERE e.id = picked.id
-      AND NOT $15::boolean
-    RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
-              e.correlation_id
+${ON_PICKED}
   ),
   ${recordChanges('replayed', `'handlers', $19::jsonb -> 'handlers', 'actor', $19::jsonb -> 'actor'`)}`;
 
@@ -124,11 +128,7 @@ export const DISCARD_SELECTED = `
         -- Never due: a relay of the previous version, which knows no discard, never claims it.
         next_attempt_at = ${NEVER_DUE},
         lease_expires_at = NULL
-    FROM picked
-    WHERE e.id = picked.id
-      AND NOT $15::boolean
-    RETURNING e.id, e.type, e.aggregate_type, e.aggregate_id, e.organization_id, e.request_id,
-              e.correlation_id
+${ON_PICKED}
   ),
   ${recordChanges('discarded', `'reason', $19::jsonb -> 'reason', 'actor', $19::jsonb -> 'actor'`)}`;
 
