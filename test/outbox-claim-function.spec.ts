@@ -1,9 +1,4 @@
-import {
-  OutboxOrdering1773000000000,
-  OutboxLeaseStore,
-  type OutboxRecord,
-  type OutboxResult,
-} from '@app/outbox';
+import { OutboxOrdering1773000000000, OutboxLeaseStore, type OutboxRecord } from '@app/outbox';
 import {
   CLAIM_FUNCTION_PRESENT,
   CLAIM_LIVE,
@@ -20,6 +15,7 @@ import {
   type PlanNode,
 } from './support/query-plans';
 import { useTestDatabase } from './support/test-database';
+import { value } from './support/result-value';
 
 /**
  * `outbox_claim_live_v1` is `CLAIM_LIVE` with plans the server keeps: it must claim exactly what
@@ -34,11 +30,6 @@ const t = useTestDatabase();
 beforeEach(async () => {
   await t.sql.query('TRUNCATE outbox_event');
 });
-
-function value<T>(result: OutboxResult<T>): T {
-  if (!result.ok) throw result.error;
-  return result.value;
-}
 
 /**
  * Rows in every state a claim must tell apart, their times relative to the SQL clock: due live

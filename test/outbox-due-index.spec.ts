@@ -6,7 +6,6 @@ import {
   CreateOutboxEvent1764400000000,
   OUTBOX_MIGRATIONS,
   OutboxLeaseStore,
-  type OutboxResult,
 } from '@app/outbox';
 import { CLAIM, CLAIM_LIVE_CALL, claimParameters } from '@app/outbox/store/lease/claim.sql';
 import { headAfter } from '@app/outbox/engine/due-range';
@@ -18,6 +17,7 @@ import { useTestDatabase } from './support/test-database';
 import { ADMIN_URL_ENV, TEMPLATE_ENV, requireRunEnv } from './support/test-run';
 import { holdHorizon } from './support/horizon';
 import { nestedPlans, planNodes, rowsRead, tableScans, type PlanNode } from './support/query-plans';
+import { value } from './support/result-value';
 
 /**
  * The due indexes: a claim or a plan reads the rows it needs, not the rows resting ahead of them
@@ -30,11 +30,6 @@ const DUE = 100;
 const LEASE_MS = 60_000;
 
 const t = useTestDatabase();
-
-function value<T>(result: OutboxResult<T>): T {
-  if (!result.ok) throw result.error;
-  return result.value;
-}
 
 /**
  * `count` undelivered rows that occurred a day ago (so in occurrence order they all come before

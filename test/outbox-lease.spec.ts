@@ -9,7 +9,6 @@ import {
   type NewOutboxEvent,
   type OutboxEventDeadPayload,
   type OutboxRecord,
-  type OutboxResult,
   type MarkFailedOptions,
   type SettleOutcome,
 } from '@app/outbox';
@@ -19,6 +18,7 @@ import { eventRow } from './support/test-database';
 import { failedSettle, useOutboxStores } from './support/outbox-stores';
 import { invoicePaid } from './support/events';
 import { holdHorizon } from './support/horizon';
+import { value } from './support/result-value';
 
 /**
  * The lease proof: every guarantee the relay builds on, shown against a real PostgreSQL with
@@ -33,11 +33,6 @@ const HOUR = 3_600_000;
 const LEASE = { leaseMs: 60_000 };
 
 const t = useOutboxStores(CHANNEL);
-
-function value<T>(result: OutboxResult<T>): T {
-  if (!result.ok) throw result.error;
-  return result.value;
-}
 
 /** Settles one failed attempt (see failedSettle) with `options`; what it wrote. */
 async function failOnce(

@@ -1,7 +1,8 @@
-import { OutboxLeaseStore, type OutboxResult } from '@app/outbox';
+import { OutboxLeaseStore } from '@app/outbox';
 import { AdminStore } from '@app/outbox/store/admin/admin.store';
 import { NEVER_DUE } from '@app/outbox/store/outbox-row.sql';
 import { useTestDatabase } from './support/test-database';
+import { value } from './support/result-value';
 
 /**
  * The operator's status (by type) and the engine's exact state count the same rows the same way:
@@ -10,11 +11,6 @@ import { useTestDatabase } from './support/test-database';
  */
 
 const t = useTestDatabase();
-
-function value<T>(result: OutboxResult<T>): T {
-  if (!result.ok) throw result.error;
-  return result.value;
-}
 
 /** Each state, the columns that put a row in it, and how many rows of each type it gets. */
 const STATES = {

@@ -84,12 +84,12 @@ export class OutboxExecutor {
   start(record: OutboxRecord, lease: ClaimLease, abandon?: AbortSignal): Promise<ExecutionResult> {
     const handlers = this.registry.handlersOf(record.type);
     if (handlers.length === 0) this.runner.reportUnhandled(record.type);
-    const event = this.keys.before(record, handlers);
-    if (!(event instanceof Promise)) return this.run(event, handlers, lease, abandon);
+    const chained = this.keys.before(record, handlers);
+    if (!chained) return this.run(record, handlers, lease, abandon);
     this.busy++;
-    return event.then((chained) => {
+    return chained.then(({ record: held, before }) => {
       this.busy--;
-      return this.run(chained, handlers, lease, abandon);
+      return this.run(held, handlers, lease, abandon, before);
     });
   }
 
@@ -108,13 +108,14 @@ export class OutboxExecutor {
     this.keys.givenBack(record);
   }
 
+  /** `before`: what the events before it in its claim left undone, when any came before it. */
   private run(
-    event: InChain,
+    record: OutboxRecord,
     handlers: readonly RegisteredHandler[],
     lease: ClaimLease,
     abandon: AbortSignal | undefined,
+    before?: InChain['before'],
   ): Promise<ExecutionResult> {
-    const { record } = event;
     this.busy++;
     const run = this.runner.start(toEvent(record), handlersToRun(record, handlers), {
       attempt: record.attempts,
@@ -148,7 +149,7 @@ export class OutboxExecutor {
         if (followed) {
           const written = result === 'settled' || result === 'dead';
           const succeeded = settle.kind === 'release' ? [] : settle.settle.handlers;
-          this.keys.settled(event, handlers, written, succeeded);
+          this.keys.settled({ record, before }, handlers, written, succeeded);
           // The event after it in its chain may start now.
           this.onSlotFree();
         }

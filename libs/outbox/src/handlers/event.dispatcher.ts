@@ -59,7 +59,7 @@ export interface OutboxHandlerRegistration {
   location: string;
 }
 
-/** A handler of an event type with its retry policy, as the executor settles them. */
+/** A handler of an event type with its retry policy and budget, as `policies` lists it. */
 export interface HandlerWithPolicy {
   name: string;
   policy: HandlerPolicy;
@@ -76,8 +76,9 @@ export interface HandlerWithPolicy {
 export class EventDispatcher implements EventOrdering {
   private readonly byType = new Map<string, RegisteredHandler[]>();
   private readonly joined = new Map<string, readonly RegisteredHandler[]>();
-  private policyLists = new WeakMap<readonly RegisteredHandler[], readonly HandlerWithPolicy[]>();
   private orderings = new WeakMap<readonly RegisteredHandler[], TypeOrdering | undefined>();
+  /** `orderedSettles()`, made at its first call after a registration; null until then. */
+  private settles: { skipDead: readonly string[] } | undefined | null = null;
   /** For the deprecated `deliver`: made at its first call. */
   private runner: HandlerRunner | undefined;
   private readonly budgetMs: number;
@@ -141,8 +142,8 @@ export class EventDispatcher implements EventOrdering {
       this.byType.set(type, list);
     }
     this.joined.clear();
-    this.policyLists = new WeakMap();
     this.orderings = new WeakMap();
+    this.settles = null;
   }
 
   /** The registration with the module's `handlers` option for its name applied. */
@@ -210,21 +211,16 @@ export class EventDispatcher implements EventOrdering {
 
   /** The handlers an event of this type goes to, with their retry policies. */
   policies(type: string): readonly HandlerWithPolicy[] {
-    // Asked for every claimed event: one list per handler list, made once.
-    const handlers = this.handlersOf(type);
-    let policies = this.policyLists.get(handlers);
-    if (!policies) {
-      policies = Object.freeze(
-        handlers.map(({ name, policy, budgetMs }) => Object.freeze({ name, policy, budgetMs })),
-      );
-      this.policyLists.set(handlers, policies);
-    }
-    return policies;
+    return this.handlersOf(type).map(({ name, policy, budgetMs }) => ({ name, policy, budgetMs }));
   }
 
-  /** What the engine's claims and settles need of the ordered handlers (see `orderedSettles`). */
+  /**
+   * What the engine's claims and settles need of the ordered handlers (see `orderedSettles`):
+   * read at every claim and settle, so made once per set of registrations.
+   */
   orderedSettles(): { skipDead: readonly string[] } | undefined {
-    return orderedSettles([...this.byType.values()].flat());
+    if (this.settles === null) this.settles = orderedSettles([...this.byType.values()].flat());
+    return this.settles;
   }
 
   /** The ordered handlers of a type, for the emit to sequence its events; none: undefined. */

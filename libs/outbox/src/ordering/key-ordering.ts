@@ -36,12 +36,13 @@ export class KeyOrdering {
   }
 
   /**
-   * The event as it runs: at once when no event of its claim comes before it; otherwise once
-   * that one settled, with the ordered handlers it left undone added to `held`.
+   * For an event that an event of its claim comes before: the event as it runs once that one
+   * settled, with the ordered handlers it left undone added to `held`. Undefined for any other
+   * event (most), which runs at once as claimed: nothing is made for it.
    */
-  before(record: OutboxRecord, handlers: readonly OrderedOrNot[]): InChain | Promise<InChain> {
+  before(record: OutboxRecord, handlers: readonly OrderedOrNot[]): Promise<InChain> | undefined {
     const before = this.chains.before(record);
-    if (!before) return { record, before: NOTHING_BEFORE };
+    if (!before) return undefined;
     return before.then((blocked) => {
       const held = heldAfter(record, orderedOf(handlers), blocked);
       return { record: held === record.held ? record : { ...record, held }, before: blocked };
@@ -59,7 +60,7 @@ export class KeyOrdering {
    * nothing was written).
    */
   settled(
-    { record, before }: InChain,
+    { record, before = NOTHING_BEFORE }: { record: OutboxRecord; before?: Blocked },
     handlers: readonly OrderedOrNot[],
     written: boolean,
     succeeded: readonly string[],
