@@ -16,7 +16,7 @@
  *   rss            relay process RSS at a 1,000,000-row backlog vs a 10,000-row one
  *   cpu            CPU per 10,000 no-op events, relay process + its backends, vs reference
  *   producers      8 concurrent producers: emit vs bare INSERT, relays stopped and running,
- *                  default options and wakeCoalesceMs 5
+ *                  default options and tuning.wakeCoalesceMs 5
  *   settle-kill    the settle connection terminated 100 times during a burn-down
  *   telemetry      emit and burn-down with an OpenTelemetry SDK registered vs the API alone
  *   ordered-burndown  no-op burn-down over 1,000 keys: the handler ordered vs unordered

@@ -49,9 +49,7 @@ it('a dead replay that falls due while claims keep coming back full of live rows
     // never comes within the test.
     outbox: {
       concurrency: 2,
-      batchSize: 5,
-      localQueue: { size: 10 },
-      pollIntervalMs: 600_000,
+      tuning: { batchSize: 5, localQueue: { size: 10 }, pollIntervalMs: 600_000 },
       retention: { enabled: false },
     },
     providers: [Worker],

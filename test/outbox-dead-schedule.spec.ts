@@ -79,7 +79,7 @@ it('brings dead rows forward to a shorter or re-enabled schedule, leaves discard
   const longer = await start({
     deadRetryMs: 7_200_000,
     deadRetryByType: { 'report.requested': 0 },
-    pollIntervalMs: 60_000,
+    tuning: { pollIntervalMs: 60_000 },
   });
   await new Promise((resolve) => setTimeout(resolve, 1000));
   expect(await nextReplays()).toEqual(before);
@@ -87,7 +87,7 @@ it('brings dead rows forward to a shorter or re-enabled schedule, leaves discard
 
   // A shorter one, with replays on for every type: both come forward and are replayed.
   failing = false;
-  const shorter = await start({ deadRetryMs: 1000, pollIntervalMs: 60_000 });
+  const shorter = await start({ deadRetryMs: 1000, tuning: { pollIntervalMs: 60_000 } });
   await eventually('the dead events to be replayed and delivered', async () => {
     const rows = await db.dataSource.query<{ aggregate_id: string }[]>(
       `SELECT aggregate_id FROM outbox_event

@@ -19,7 +19,12 @@ afterAll(async () => {
 const worker = (types?: string[]) =>
   createOutboxApp({
     url: db.url,
-    outbox: { listen: { enabled: false }, pollIntervalMs: 60_000, concurrency: 7, types },
+    outbox: {
+      listen: { enabled: false },
+      tuning: { pollIntervalMs: 60_000 },
+      concurrency: 7,
+      types,
+    },
   });
 
 it('lists each running dispatcher with its state, and forgets one that stopped', async () => {

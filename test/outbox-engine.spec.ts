@@ -211,7 +211,7 @@ describe('OutboxModule delivery engine', () => {
       if (horizon === 'with') await holdHorizon(lockSession);
       // The poll, which scans the whole due range, is far beyond the 20 s `eventually` bound:
       // only the late commit's own wake can have it claimed in time.
-      const app = await start({ pollIntervalMs: 120_000 });
+      const app = await start({ tuning: { pollIntervalMs: 120_000 } });
       const runner = app.get(DataSource).createQueryRunner();
       await runner.connect();
       try {
@@ -242,7 +242,7 @@ describe('OutboxModule delivery engine', () => {
   it('a queued event that waits out the local queue TTL goes back unstarted, and is not claimed again while no slot frees', async () => {
     const gate = hold();
     behaviour.set('q-1', () => gate.promise);
-    const app = await start({ concurrency: 1, localQueue: { ttlMs: 300 } });
+    const app = await start({ concurrency: 1, tuning: { localQueue: { ttlMs: 300 } } });
     const dispatcher = app.get(OutboxEngine);
     const [running, ...queued] = await emit(app, ['q-1', 'q-2', 'q-3']);
     await eventually('q-1 runs', () => runsOf('q-1') === 1);
@@ -272,8 +272,7 @@ describe('OutboxModule delivery engine', () => {
     const app = await start({
       handlerTimeoutMs: 5000,
       leaseMs: 30_000,
-      lockTimeoutMs: 5000,
-      statementTimeoutMs: 10_000,
+      tuning: { lockTimeoutMs: 5000, statementTimeoutMs: 10_000 },
     });
     const dispatcher = app.get(OutboxEngine);
     const locker = await lockSession();
@@ -309,7 +308,7 @@ describe('OutboxModule delivery engine', () => {
   it('a held table lock makes the claim time out; the loop delivers once the lock goes', async () => {
     const logs = new LogCapture();
     const app = await start(
-      { autoStart: false, lockTimeoutMs: 100, failedDrainRetryMs: 200 },
+      { autoStart: false, tuning: { lockTimeoutMs: 100, failedDrainRetryMs: 200 } },
       logs,
     );
     const [id] = await emit(app, ['locked-out']);
@@ -341,8 +340,7 @@ describe('OutboxModule delivery engine', () => {
     const app = await start({
       leaseMs: 1500,
       handlerTimeoutMs: 300,
-      lockTimeoutMs: 100,
-      failedDrainRetryMs: 3000,
+      tuning: { lockTimeoutMs: 100, failedDrainRetryMs: 3000 },
     });
     const dispatcher = app.get(OutboxEngine);
     const health = app.get(OutboxHealthIndicator);

@@ -23,6 +23,7 @@ import {
 } from '@app/outbox';
 import { clsTransactionsModule } from './support/cls-transactions';
 import { useTestDatabase } from './support/test-database';
+import { LogCapture } from './support/log-capture';
 import { createOutboxApp, emitCommitted } from './support/outbox-app';
 
 /** What fails the boot, how the module is configured, and the ambient transaction. */
@@ -252,6 +253,29 @@ describe('OutboxModule configuration', () => {
         leaseMs: 60_000,
       });
       expect(app.get(OutboxEngine).state).toBe('idle');
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('reads a tuning knob still set at the top level as its field of tuning, and says so once', async () => {
+    const logs = new LogCapture();
+    const app = await createOutboxApp({
+      url: t.db.url,
+      outbox: { autoStart: false, batchSize: 7, wakeCoalesceMs: 2, tuning: { idleFloorMs: 5 } },
+      providers: [Receiver],
+      logger: logs,
+    });
+    try {
+      expect(app.get<ResolvedOutboxOptions>(OUTBOX_OPTIONS).tuning).toMatchObject({
+        batchSize: 7,
+        wakeCoalesceMs: 2,
+        idleFloorMs: 5,
+        pollIntervalMs: 60_000,
+      });
+      expect(logs.matching('warn', 'deprecated').map((l) => l.message)).toEqual([
+        'OutboxModule options batchSize, wakeCoalesceMs are deprecated and still read: set tuning.batchSize, tuning.wakeCoalesceMs instead',
+      ]);
     } finally {
       await app.close();
     }

@@ -116,8 +116,8 @@ const row = (id: string) => eventRow(t.sql, id);
 
 describe('OutboxModule claiming', () => {
   it('two instances on one database deliver 1,000 events with every handler run exactly once per event, and both take part', async () => {
-    const a = await instance({ batchSize: 25 });
-    const b = await instance({ batchSize: 25 });
+    const a = await instance({ tuning: { batchSize: 25 } });
+    const b = await instance({ tuning: { batchSize: 25 } });
     a.log.peer = b.log;
     b.log.peer = a.log;
 
@@ -182,9 +182,7 @@ describe('OutboxModule claiming', () => {
     // short batch are both ten minutes.
     const claim = jest.spyOn(OutboxLeaseStore.prototype, 'claim');
     const running = await instance({
-      batchSize: 10,
-      pollIntervalMs: 600_000,
-      idleFloorMs: 600_000,
+      tuning: { batchSize: 10, pollIntervalMs: 600_000, idleFloorMs: 600_000 },
     });
     await eventually('the first drain at start', () => running.dispatcher.lastDrainAt !== null);
 

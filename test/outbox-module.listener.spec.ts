@@ -9,7 +9,7 @@ import {
   type OutboxEvent,
   type OutboxModuleOptions,
 } from '@app/outbox';
-import { createOutboxApp, eventually } from './support/outbox-app';
+import { createOutboxApp, withDefaults, eventually } from './support/outbox-app';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy';
 import { eventRow, useTestDatabase } from './support/test-database';
 
@@ -56,7 +56,10 @@ interface Running {
 async function start(outbox: OutboxModuleOptions = {}): Promise<Running> {
   const app = await createOutboxApp({
     url: t.db.url,
-    outbox: { pollIntervalMs: TEN_MINUTES, retention: { enabled: false }, ...outbox },
+    outbox: withDefaults(
+      { tuning: { pollIntervalMs: TEN_MINUTES }, retention: { enabled: false } },
+      outbox,
+    ),
     providers: [Ledger],
   });
   cleanups.push(() => app.close());

@@ -124,7 +124,7 @@ describe('OutboxLivenessIndicator', () => {
     try {
       // Short bounds and a fast poll: claims go out one after another, each waiting its bound.
       const { app, dispatcher } = await startApp(
-        { statementTimeoutMs: 100, pollIntervalMs: 100, failedDrainRetryMs: 50 },
+        { tuning: { statementTimeoutMs: 100, pollIntervalMs: 100, failedDrainRetryMs: 50 } },
         url.toString(),
       );
       await eventually('the dispatcher has drained once', () => dispatcher.lastDrainAt !== null);
@@ -184,7 +184,7 @@ describe('OutboxLivenessIndicator', () => {
   });
 
   it('goes down when a claim of its loop has waited past the longest any claim may take: the engine is wedged', async () => {
-    const { app, dispatcher } = await startApp({ statementTimeoutMs: 100 });
+    const { app, dispatcher } = await startApp({ tuning: { statementTimeoutMs: 100 } });
     await eventually('the dispatcher has drained once', () => dispatcher.lastDrainAt !== null);
     const repository = app.get(OutboxLeaseStore);
     const claimBound = repository.longestClaimMs + CLAIM_WEDGED_MARGIN_MS;
@@ -221,7 +221,7 @@ describe('OutboxLivenessIndicator', () => {
       handlerTimeoutMs: 200,
       // A timed-out event is not due again while the test looks: it stays in its own slot.
       retry: { baseMs: 60_000 },
-      localQueue: { size: 0 },
+      tuning: { localQueue: { size: 0 } },
       liveness: { overdueSlotsMs: 1000 },
     });
     const gate = hold();

@@ -161,7 +161,11 @@ describe('OutboxModule shutdown', () => {
   it('without a local queue it claims only what its free slots can start; close() settles the running event and leaves the rest untouched for others', async () => {
     const gate = hold();
     behaviour = () => (calls.length === 1 ? gate.promise : undefined);
-    const app = await start({ concurrency: 1, shutdownGraceMs: 10_000, localQueue: { size: 0 } });
+    const app = await start({
+      concurrency: 1,
+      shutdownGraceMs: 10_000,
+      tuning: { localQueue: { size: 0 } },
+    });
     const dispatcher = app.get(OutboxEngine);
     const ids = await emit(app, ['m-1', 'm-2', 'm-3']);
     await eventually('the first handler is running', () => calls.length === 1);
@@ -206,8 +210,7 @@ describe('OutboxModule shutdown', () => {
     const options = {
       concurrency: 1,
       leaseMs: 120_000,
-      pollIntervalMs: 120_000,
-      localQueue: { ttlMs: 60_000 },
+      tuning: { pollIntervalMs: 120_000, localQueue: { ttlMs: 60_000 } },
     };
     const first = await start(options);
     const dispatcher = first.get(OutboxEngine);
@@ -223,7 +226,10 @@ describe('OutboxModule shutdown', () => {
     });
     expect(dispatcher.slots).toEqual({ size: 1, busy: 1, overdue: 0 });
 
-    const peer = await start({ ...options, localQueue: { size: 0 } });
+    const peer = await start({
+      ...options,
+      tuning: { ...options.tuning, localQueue: { size: 0 } },
+    });
     const closing = close(first);
     await eventually('the first instance is stopping', () => dispatcher.state === 'stopping');
     await eventually('the peer delivers the queued events', async () =>
@@ -242,7 +248,7 @@ describe('OutboxModule shutdown', () => {
     const gate = hold();
     behaviour = () => (calls.length === 1 ? gate.promise : undefined);
     // A lease and a poll far beyond the 20 s `eventually` bound: only claims by free slots count.
-    const options = { concurrency: 1, leaseMs: 120_000, pollIntervalMs: 120_000 };
+    const options = { concurrency: 1, leaseMs: 120_000, tuning: { pollIntervalMs: 120_000 } };
     const first = await start(options);
     const ids = await emit(first, ['m-1', 'm-2', 'm-3']);
     await eventually('the first handler is running', () => calls.length === 1);
@@ -299,7 +305,7 @@ describe('OutboxModule shutdown', () => {
     const gate = hold();
     behaviour = () => gate.promise;
     // Statements would wait far longer than the grace on their own.
-    const options = { shutdownGraceMs: 500, statementTimeoutMs: 60_000 };
+    const options = { shutdownGraceMs: 500, tuning: { statementTimeoutMs: 60_000 } };
     const app = await createOutboxApp({
       url: url.toString(),
       outbox: { retention: { enabled: false }, ...options },

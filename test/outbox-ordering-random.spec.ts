@@ -63,7 +63,7 @@ beforeAll(async () => {
       await createOutboxApp({
         url: t.db.url,
         outbox: {
-          pollIntervalMs: 1000,
+          tuning: { pollIntervalMs: 1000 },
           retry: { baseMs: 1, maxMs: 5, jitter: 0.5 },
           maxAttempts: 10,
           retention: { enabled: false },

@@ -21,7 +21,7 @@ class Handlers {
 }
 
 const t = useOutboxApp({
-  outbox: { pollIntervalMs: 3_600_000, retention: { enabled: false } },
+  outbox: { tuning: { pollIntervalMs: 3_600_000 }, retention: { enabled: false } },
   providers: [Handlers],
 });
 

@@ -261,7 +261,10 @@ describe('listener reconnects', () => {
   it('counts a reconnection of the LISTEN connection', async () => {
     const listening = await createOutboxApp({
       url: t.db.url,
-      outbox: { listen: { reconnectMinMs: 50, reconnectMaxMs: 200 }, pollIntervalMs: 60_000 },
+      outbox: {
+        listen: { reconnectMinMs: 50, reconnectMaxMs: 200 },
+        tuning: { pollIntervalMs: 60_000 },
+      },
       providers: [],
     });
     try {

@@ -9,10 +9,10 @@ import {
   type OutboxModuleOptions,
 } from '@app/outbox';
 import { useTestDatabase } from './support/test-database';
-import { createOutboxApp, deferred, eventually } from './support/outbox-app';
+import { createOutboxApp, withDefaults, deferred, eventually } from './support/outbox-app';
 
 /**
- * Coalesced wakes (`wakeCoalesceMs`): emits within a window share one NOTIFY, and an emit that
+ * Coalesced wakes (`tuning.wakeCoalesceMs`): emits within a window share one NOTIFY, and an emit that
  * went without one is still followed by a wake after its transaction commits, however late.
  */
 
@@ -51,7 +51,7 @@ async function start(outbox: OutboxModuleOptions): Promise<INestApplication> {
   // The poll is far beyond the 20 s `eventually` bound: only a NOTIFY can wake the dispatcher.
   app = await createOutboxApp({
     url: database.db.url,
-    outbox: { pollIntervalMs: 600_000, ...outbox },
+    outbox: withDefaults({ tuning: { pollIntervalMs: 600_000 } }, outbox),
     providers: [Recorder],
   });
   return app;
@@ -83,7 +83,7 @@ function emitOne(target: INestApplication, n: number): Promise<string> {
 
 describe('coalesced wakes', () => {
   it('a burst of emits in separate transactions sends one NOTIFY and one trailing wake, and every event is delivered', async () => {
-    const running = await start({ wakeCoalesceMs: WINDOW_MS });
+    const running = await start({ tuning: { wakeCoalesceMs: WINDOW_MS } });
     const ids: string[] = [];
     for (let n = 0; n < 5; n++) ids.push(await emitOne(running, n));
 
@@ -101,7 +101,7 @@ describe('coalesced wakes', () => {
   });
 
   it('an emit without its own NOTIFY is woken after its transaction commits, even long after the window', async () => {
-    const running = await start({ wakeCoalesceMs: WINDOW_MS });
+    const running = await start({ tuning: { wakeCoalesceMs: WINDOW_MS } });
     const first = await emitOne(running, 1);
     await eventually('the first event', () => delivered.has(first));
 
@@ -128,7 +128,7 @@ describe('coalesced wakes', () => {
   });
 
   it('an emit in a nested transaction is woken after the outermost commit, not at its savepoint', async () => {
-    const running = await start({ wakeCoalesceMs: 1000 });
+    const running = await start({ tuning: { wakeCoalesceMs: 1000 } });
     // Opens the window: the nested emit below goes without a NOTIFY of its own.
     await emitOne(running, 0);
 
@@ -154,7 +154,7 @@ describe('coalesced wakes', () => {
     await eventually('the nested event delivered', () => delivered.has(nestedId));
   });
 
-  it('without wakeCoalesceMs every committed emit sends its NOTIFY', async () => {
+  it('without tuning.wakeCoalesceMs every committed emit sends its NOTIFY', async () => {
     const running = await start({});
     for (let n = 0; n < 3; n++) await emitOne(running, n);
     await eventually('three notifications', () => notifications.length >= 3);

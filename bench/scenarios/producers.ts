@@ -1,7 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import { performance } from 'node:perf_hooks';
 import { DataSource } from 'typeorm';
-import { OutboxPublisher } from '../../libs/outbox/src';
+import { OutboxPublisher, type OutboxModuleOptions } from '../../libs/outbox/src';
 import { createOutboxApp, isUnknownOption } from '../support/app';
 import { PRODUCER_SECONDS } from '../support/config';
 import { withFreshDatabase, type BenchDatabase } from '../support/database';
@@ -14,16 +14,19 @@ const LOOPS = 8;
 const SECONDS = PRODUCER_SECONDS;
 /** 8 producer connections and room for a relay's claim, settles and state query. */
 const POOL_SIZE = LOOPS + 4;
-const COALESCE_OPTION = 'wakeCoalesceMs';
+const COALESCE_MS = 5;
 
 interface Variant {
   label: string;
-  outbox: Record<string, unknown>;
+  outbox: OutboxModuleOptions;
 }
 
 const VARIANTS: Variant[] = [
   { label: 'default options', outbox: {} },
-  { label: `${COALESCE_OPTION} 5`, outbox: { [COALESCE_OPTION]: 5 } },
+  {
+    label: `tuning.wakeCoalesceMs ${COALESCE_MS}`,
+    outbox: { tuning: { wakeCoalesceMs: COALESCE_MS } },
+  },
 ];
 
 /** LOOPS loops, one transaction each at a time, for `ms`: commits per second. */
@@ -76,7 +79,7 @@ async function condition(
 ): Promise<Figure> {
   const relay = relayRunning ? 'relay running' : 'relays stopped';
   const figure = `${LOOPS} producers, ${relay}, ${variant.label}: emit vs bare INSERT`;
-  const target = relayRunning || !variant.outbox[COALESCE_OPTION] ? 'printed' : '≥ 0.9 ×';
+  const target = relayRunning || !variant.outbox.tuning?.wakeCoalesceMs ? 'printed' : '≥ 0.9 ×';
   await db.sql.query('TRUNCATE outbox_event, outbox_bare');
   let app: INestApplication;
   try {

@@ -13,7 +13,7 @@ export interface AppOptions {
   /** Start the dispatcher at bootstrap. */
   autoStart: boolean;
   /** Module options on top of BENCH_OUTBOX_OPTIONS (they win). */
-  outbox?: Record<string, unknown>;
+  outbox?: OutboxModuleOptions;
   /** application_name of the DataSource's connections. */
   applicationName?: string;
   /** Pool size of the DataSource (pg's default is 10). */
@@ -30,6 +30,7 @@ export async function createOutboxApp(url: string, options: AppOptions): Promise
   const outbox = {
     ...OUTBOX_OPTIONS,
     ...options.outbox,
+    tuning: { ...OUTBOX_OPTIONS.tuning, ...options.outbox?.tuning },
     autoStart: options.autoStart,
     retention: { enabled: false },
   } as OutboxModuleOptions;

@@ -37,7 +37,7 @@ it('boots without the broker, retries its deliveries, and delivers once the brok
     outbox: {
       retry: { baseMs: 100, maxMs: 300, jitter: 0 },
       maxAttempts: 1000,
-      pollIntervalMs: 200,
+      tuning: { pollIntervalMs: 200 },
     },
     imports: [
       OutboxBridgeModule.forRoot({

@@ -43,6 +43,17 @@ export interface OutboxAppOptions {
  * (so bootstrap hooks ran and the dispatcher started unless `autoStart` is off). Close it with
  * `app.close()`, which runs the shutdown hooks as a SIGTERM would.
  */
+/**
+ * A test's options over a suite's defaults, with `tuning` merged field by field, so a test that
+ * sets one knob keeps the others the suite chose.
+ */
+export function withDefaults(
+  defaults: OutboxModuleOptions,
+  options: OutboxModuleOptions = {},
+): OutboxModuleOptions {
+  return { ...defaults, ...options, tuning: { ...defaults.tuning, ...options.tuning } };
+}
+
 export async function createOutboxApp(options: OutboxAppOptions): Promise<INestApplication> {
   const direct = directUrlBehind(options.url);
   const outbox: OutboxModuleOptions | undefined =
@@ -63,7 +74,8 @@ export async function createOutboxApp(options: OutboxAppOptions): Promise<INestA
         connectTimeoutMS: 5000,
         ...(options.typeorm as object),
       }),
-      options.outboxModule ?? OutboxModule.forRoot({ pollIntervalMs: 60_000, ...outbox }),
+      options.outboxModule ??
+        OutboxModule.forRoot(withDefaults({ tuning: { pollIntervalMs: 60_000 } }, outbox)),
       ...(options.imports ?? []),
     ],
     providers: options.providers ?? [],

@@ -120,7 +120,7 @@ function outboxOptions(config: ConfigService<AppConfig, true>): OutboxModuleOpti
     leaseMs: config.get('OUTBOX_LEASE_MS', { infer: true }),
     handlerTimeoutMs: config.get('OUTBOX_HANDLER_TIMEOUT_MS', { infer: true }),
     shutdownGraceMs: config.get('OUTBOX_SHUTDOWN_GRACE_MS', { infer: true }),
-    pollIntervalMs: config.get('OUTBOX_POLL_INTERVAL_MS', { infer: true }),
+    tuning: { pollIntervalMs: config.get('OUTBOX_POLL_INTERVAL_MS', { infer: true }) },
     retention: {
       retentionMs: Math.round(config.get('OUTBOX_RETENTION_DAYS', { infer: true }) * 24 * HOUR),
     },

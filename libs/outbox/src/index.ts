@@ -8,9 +8,10 @@ export {
   type OutboxHandlerOverride,
   OutboxRetentionOptions,
   OutboxRetryOptions,
-  resolveOutboxOptions,
+  OutboxTuningOptions,
   type ResolvedOutboxOptions,
 } from './outbox.options';
+export { resolveOutboxOptions } from './resolve-outbox-options';
 export { OnOutboxEvent } from './handlers/outbox.decorators';
 export { EventDispatcher, type OutboxHandlerRegistration } from './handlers/event.dispatcher';
 export type { DeliverOptions } from './handlers/handler.runner';

@@ -134,7 +134,8 @@ export class OutboxHealthIndicator {
       });
     }
     // Every slot may be busy for up to a lease, so a pause in claims that long is not yet a stuck one.
-    const staleAfterMs = STALE_AFTER_POLLS * this.options.pollIntervalMs + this.options.leaseMs;
+    const staleAfterMs =
+      STALE_AFTER_POLLS * this.options.tuning.pollIntervalMs + this.options.leaseMs;
     const lastProgress = lastDrainAt ?? this.engine.runningSince;
     const sinceDrain = lastProgress ? Date.now() - lastProgress.getTime() : 0;
     if (state === 'running' && sinceDrain > staleAfterMs) {

@@ -18,6 +18,10 @@ export const OutboxMessages = {
     problems
       .map((p) => scrubError(`  - ${p.path} = ${describeValue(p.value)}: ${p.messages.join('; ')}`))
       .join('\n'),
+  deprecatedTuningOptions: (fields: readonly string[]) =>
+    `OutboxModule ${fields.length === 1 ? 'option' : 'options'} ${fields.join(', ')} ` +
+    `${fields.length === 1 ? 'is' : 'are'} deprecated and still read: set ` +
+    `${fields.map((field) => `tuning.${field}`).join(', ')} instead`,
   invalidMigrationsOption: (field: string, value: unknown, expected: string) =>
     `Invalid outboxMigrations() option: ${field} = ${describeValue(value)}: must be ${expected}`,
   invalidHandlerName: (name: unknown, location: string) =>

@@ -1,4 +1,11 @@
-import { Module, type DynamicModule, type Provider } from '@nestjs/common';
+import {
+  Inject,
+  Logger,
+  Module,
+  type DynamicModule,
+  type OnModuleInit,
+  type Provider,
+} from '@nestjs/common';
 import { DiscoveryModule, ModuleRef } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
 import { EventDispatcher } from './handlers/event.dispatcher';
@@ -15,11 +22,9 @@ import {
   OUTBOX_MODULE_OPTIONS,
   OUTBOX_OPTIONS_TYPE,
 } from './outbox.module-definition';
-import {
-  resolveOutboxOptions,
-  type OutboxModuleOptions,
-  type ResolvedOutboxOptions,
-} from './outbox.options';
+import { OutboxMessages } from './outbox.messages';
+import type { OutboxModuleOptions, ResolvedOutboxOptions } from './outbox.options';
+import { deprecatedTuningFields, resolveOutboxOptions } from './resolve-outbox-options';
 import { OutboxPublisher } from './emit/outbox.publisher';
 import { AdminStore } from './store/admin/admin.store';
 import { DispatcherReportStore } from './store/dispatcher-report.store';
@@ -45,8 +50,8 @@ function store<T>(
     useFactory: (dataSource: DataSource, options: ResolvedOutboxOptions) =>
       new Store(dataSource, {
         channel: options.listen.channel,
-        statementTimeoutMs: options.statementTimeoutMs,
-        lockTimeoutMs: options.lockTimeoutMs,
+        statementTimeoutMs: options.tuning.statementTimeoutMs,
+        lockTimeoutMs: options.tuning.lockTimeoutMs,
       }),
   };
 }
@@ -115,7 +120,19 @@ const providers: Provider[] = [
     OUTBOX_DATA_SOURCE,
   ],
 })
-export class OutboxModule extends ConfigurableOutboxModule {
+export class OutboxModule extends ConfigurableOutboxModule implements OnModuleInit {
+  constructor(@Inject(OUTBOX_MODULE_OPTIONS) private readonly given: OutboxModuleOptions) {
+    super();
+  }
+
+  /** At init, not when options resolve, so the warning goes to the app's own logger. */
+  onModuleInit(): void {
+    const deprecated = deprecatedTuningFields(this.given);
+    if (deprecated.length > 0) {
+      new Logger('Outbox').warn(OutboxMessages.deprecatedTuningOptions(deprecated));
+    }
+  }
+
   /** Validates right away, so a bad option fails the boot before anything connects. */
   static forRoot(options: typeof OUTBOX_OPTIONS_TYPE = {}): DynamicModule {
     const { isGlobal, dataSource, ...outboxOptions } = options;

@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { plainToInstance, Transform, Type } from 'class-transformer';
+import { Transform, Type } from 'class-transformer';
 import {
   ArrayNotEmpty,
   IsArray,
@@ -14,11 +14,8 @@ import {
   Min,
   MinLength,
   ValidateNested,
-  validateSync,
-  type ValidationError,
 } from 'class-validator';
 import { DEFAULT_OUTBOX_CHANNEL } from './outbox.constants';
-import { InvalidOutboxOptionsError } from './outbox.errors';
 
 /**
  * When a handler that failed runs again: exponential backoff (the module's `retry` settings,
@@ -52,6 +49,31 @@ const BooleanFromText = () =>
     const text = value.trim().toLowerCase();
     return text === 'true' ? true : text === 'false' ? false : value;
   });
+
+/** One decorator made of several, so a field's checks are written once and shared by its alias. */
+const checks =
+  (...decorators: PropertyDecorator[]): PropertyDecorator =>
+  (target, key) => {
+    for (const decorate of decorators) decorate(target, key);
+  };
+
+/**
+ * The checks of each `tuning` field, shared by the deprecated top-level field of the same name.
+ */
+const TuningChecks = {
+  batchSize: () => checks(NumberFromText(), IsInt(), Min(1), Max(10_000)),
+  pollIntervalMs: () => checks(NumberFromText(), IsInt(), Max(MAX_TIMER_MS), Min(10)),
+  idleFloorMs: () => checks(NumberFromText(), IsInt(), Max(MAX_TIMER_MS), Min(0)),
+  failedDrainRetryMs: () => checks(NumberFromText(), IsInt(), Max(MAX_TIMER_MS), Min(1)),
+  statementTimeoutMs: () => checks(NumberFromText(), IsInt(), Max(MAX_TIMER_MS), Min(100)),
+  lockTimeoutMs: () => checks(NumberFromText(), IsInt(), Max(MAX_TIMER_MS), Min(10)),
+  wakeCoalesceMs: () => checks(NumberFromText(), IsInt(), Min(0), Max(1000)),
+  localQueue: () =>
+    checks(
+      ValidateNested(),
+      Type(() => OutboxLocalQueueOptions),
+    ),
+};
 
 /** Time kept free at the end of a lease for settling, so handlers never use all of it. */
 export const LEASE_SETTLE_HEADROOM_MS = SECOND;
@@ -109,6 +131,41 @@ export class OutboxLocalQueueOptions {
 }
 
 /**
+ * Knobs for throughput, latency and the database's limits. Their defaults suit most apps; change
+ * them when a benchmark or the health details say so.
+ */
+export class OutboxTuningOptions {
+  /**
+   * Most events per claim (further bounded by the free slots and the queue's room) and per settle
+   * statement. A statement costs the server about as much to plan and commit for 250 rows as for
+   * 60: bigger batches are most of what an event costs less under load.
+   */
+  @TuningChecks.batchSize() batchSize?: number = 250;
+  /**
+   * `statement_timeout` of every statement the outbox runs on its own (claim, settle, release,
+   * state, sweep); the client also stops waiting, and discards the connection, 1 s after it.
+   */
+  @TuningChecks.statementTimeoutMs() statementTimeoutMs?: number = 5 * SECOND;
+  /** `lock_timeout` of the same statements: a table lock held elsewhere fails them fast. */
+  @TuningChecks.lockTimeoutMs() lockTimeoutMs?: number = 2 * SECOND;
+  /** Fallback wake when no notification arrives. */
+  @TuningChecks.pollIntervalMs() pollIntervalMs?: number = 30 * SECOND;
+  /** Least wait before a planned wake (the next due time, a retry falling due). */
+  @TuningChecks.idleFloorMs() idleFloorMs?: number = 50;
+  /** Pause in claiming after a failed claim (database unreachable), or after settles were given up. */
+  @TuningChecks.failedDrainRetryMs() failedDrainRetryMs?: number = 2 * SECOND;
+  /**
+   * Off (0) by default: every emit sends a NOTIFY with its commit. Above 0, a process that sent
+   * one within this many milliseconds skips it and sends one trailing wake after the window, so
+   * concurrent producers stop queueing on PostgreSQL's notify lock at commit; relays wake up to
+   * this much later. See `WakeCoalescer`.
+   */
+  @TuningChecks.wakeCoalesceMs() wakeCoalesceMs?: number = 0;
+  /** Claimed events waiting here for a free slot. */
+  @TuningChecks.localQueue() localQueue?: OutboxLocalQueueOptions = new OutboxLocalQueueOptions();
+}
+
+/**
  * What `OutboxLivenessIndicator` counts as this process being unable to make progress; never
  * the database being away (see the indicator).
  */
@@ -138,12 +195,6 @@ export class OutboxModuleOptions {
   /** The time budget of one handler run; its AbortSignal fires when it is spent. */
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1) handlerTimeoutMs?: number = 10 * SECOND;
   /**
-   * Most events per claim (further bounded by the free slots and the queue's room) and per settle
-   * statement. A statement costs the server about as much to plan and commit for 250 rows as for
-   * 60: bigger batches are most of what an event costs less under load.
-   */
-  @NumberFromText() @IsInt() @Min(1) @Max(10_000) batchSize?: number = 250;
-  /**
    * Slots: events delivered at the same time by one instance. A handler past its budget keeps
    * its slot until it really returns.
    */
@@ -163,36 +214,17 @@ export class OutboxModuleOptions {
    * replays of that type alone.
    */
   @IsOptional() @IsObject() deadRetryByType?: Record<string, number>;
-  /** Fallback wake when no notification arrives. */
-  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(10) pollIntervalMs?: number = 30 * SECOND;
-  /** Least wait before a planned wake (the next due time, a retry falling due). */
-  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(0) idleFloorMs?: number = 50;
-  /** Pause in claiming after a failed claim (database unreachable), or after settles were given up. */
-  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1) failedDrainRetryMs?: number = 2 * SECOND;
-  /**
-   * `statement_timeout` of every statement the outbox runs on its own (claim, settle, release,
-   * state, sweep); the client also stops waiting, and discards the connection, 1 s after it.
-   */
-  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(100) statementTimeoutMs?: number = 5 * SECOND;
-  /** `lock_timeout` of the same statements: a table lock held elsewhere fails them fast. */
-  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(10) lockTimeoutMs?: number = 2 * SECOND;
-  /**
-   * Off (0) by default: every emit sends a NOTIFY with its commit. Above 0, a process that sent
-   * one within this many milliseconds skips it and sends one trailing wake after the window, so
-   * concurrent producers stop queueing on PostgreSQL's notify lock at commit; relays wake up to
-   * this much later. See `WakeCoalescer`.
-   */
-  @NumberFromText() @IsInt() @Min(0) @Max(1000) wakeCoalesceMs?: number = 0;
   /** How long shutdown waits for running handlers before abandoning them to their lease. */
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(0) shutdownGraceMs?: number = 10 * SECOND;
-  @ValidateNested() @Type(() => OutboxLocalQueueOptions) localQueue?: OutboxLocalQueueOptions =
-    new OutboxLocalQueueOptions();
   @ValidateNested() @Type(() => OutboxListenOptions) listen?: OutboxListenOptions =
     new OutboxListenOptions();
   @ValidateNested() @Type(() => OutboxRetentionOptions) retention?: OutboxRetentionOptions =
     new OutboxRetentionOptions();
   @ValidateNested() @Type(() => OutboxLivenessOptions) liveness?: OutboxLivenessOptions =
     new OutboxLivenessOptions();
+  /** Throughput, latency and database limits: see `OutboxTuningOptions`. */
+  @ValidateNested() @Type(() => OutboxTuningOptions) tuning?: OutboxTuningOptions =
+    new OutboxTuningOptions();
   /** Only these event types are claimed here (a dedicated worker pool); all when absent. */
   @IsOptional()
   @IsArray()
@@ -208,7 +240,38 @@ export class OutboxModuleOptions {
    * Checked at boot like the decorator's values; a name no handler has fails the boot.
    */
   @IsOptional() @IsObject() handlers?: Record<string, OutboxHandlerOverride>;
+
+  // The tuning knobs' former place, read as the same field of `tuning` (one of the two, not both).
+  /** @deprecated Set `tuning.batchSize`. */
+  @IsOptional() @TuningChecks.batchSize() batchSize?: number;
+  /** @deprecated Set `tuning.statementTimeoutMs`. */
+  @IsOptional() @TuningChecks.statementTimeoutMs() statementTimeoutMs?: number;
+  /** @deprecated Set `tuning.lockTimeoutMs`. */
+  @IsOptional() @TuningChecks.lockTimeoutMs() lockTimeoutMs?: number;
+  /** @deprecated Set `tuning.pollIntervalMs`. */
+  @IsOptional() @TuningChecks.pollIntervalMs() pollIntervalMs?: number;
+  /** @deprecated Set `tuning.idleFloorMs`. */
+  @IsOptional() @TuningChecks.idleFloorMs() idleFloorMs?: number;
+  /** @deprecated Set `tuning.failedDrainRetryMs`. */
+  @IsOptional() @TuningChecks.failedDrainRetryMs() failedDrainRetryMs?: number;
+  /** @deprecated Set `tuning.wakeCoalesceMs`. */
+  @IsOptional() @TuningChecks.wakeCoalesceMs() wakeCoalesceMs?: number;
+  /** @deprecated Set `tuning.localQueue`. */
+  @IsOptional() @TuningChecks.localQueue() localQueue?: OutboxLocalQueueOptions;
 }
+
+/** The fields of `tuning` that were once set at the top level, where they are still read. */
+export const TUNING_ALIASES = [
+  'batchSize',
+  'statementTimeoutMs',
+  'lockTimeoutMs',
+  'pollIntervalMs',
+  'idleFloorMs',
+  'failedDrainRetryMs',
+  'wakeCoalesceMs',
+  'localQueue',
+] as const satisfies ReadonlyArray<keyof OutboxTuningOptions & keyof OutboxModuleOptions>;
+export type TuningAlias = (typeof TUNING_ALIASES)[number];
 
 /** What `handlers` may set for one handler; each field wins over the decorator's. */
 export interface OutboxHandlerOverride {
@@ -229,7 +292,7 @@ type Resolved<T> = {
 /** Options after defaults, as the module's parts read them. */
 export type ResolvedOutboxOptions = Omit<
   Resolved<OutboxModuleOptions>,
-  'types' | 'listen' | 'handlers' | 'deadRetryByType'
+  'types' | 'listen' | 'handlers' | 'deadRetryByType' | TuningAlias
 > & {
   readonly types: readonly string[] | undefined;
   readonly deadRetryByType: Readonly<Record<string, number>> | undefined;
@@ -238,100 +301,3 @@ export type ResolvedOutboxOptions = Omit<
     readonly connectionString: string | undefined;
   };
 };
-
-/**
- * Applies defaults and validates, without Nest, so it can be tested on its own and fails the
- * boot with one error listing every bad field.
- */
-export function resolveOutboxOptions(input: OutboxModuleOptions = {}): ResolvedOutboxOptions {
-  const options = plainToInstance(OutboxModuleOptions, input ?? {}, {
-    exposeDefaultValues: true,
-  });
-  const problems = validateSync(options, {
-    whitelist: true,
-    forbidNonWhitelisted: true,
-    forbidUnknownValues: true,
-  }).flatMap((error) => flatten(error, ''));
-  // A relation between two fields is only worth reporting once both are valid on their own.
-  const reported = new Set(problems.map((p) => p.path));
-  problems.push(...crossFieldProblems(options).filter((p) => !reported.has(p.path)));
-  if (problems.length > 0) throw new InvalidOutboxOptionsError(problems);
-  return options as unknown as ResolvedOutboxOptions;
-}
-
-export interface OptionProblem {
-  path: string;
-  value: unknown;
-  messages: string[];
-}
-
-function flatten(error: ValidationError, parent: string): OptionProblem[] {
-  const path = parent ? `${parent}.${error.property}` : error.property;
-  const own = error.constraints
-    ? [{ path, value: error.value as unknown, messages: messagesOf(error, path) }]
-    : [];
-  return [...own, ...(error.children ?? []).flatMap((child) => flatten(child, path))];
-}
-
-/** Text where a number belongs gets one message that says so, not a list of range checks. */
-function messagesOf(error: ValidationError, path: string): string[] {
-  const constraints = error.constraints ?? {};
-  const numeric = 'isInt' in constraints || 'isNumber' in constraints;
-  if (numeric && typeof error.value === 'string') {
-    return [`${path} must be a number; text is taken only when it reads as one, such as "5"`];
-  }
-  return Object.values(constraints);
-}
-
-const MIN_DEAD_RETRY_MS = 1000;
-
-function crossFieldProblems(options: OutboxModuleOptions): OptionProblem[] {
-  const problems: OptionProblem[] = [];
-  const { leaseMs, handlerTimeoutMs, listen, retry, deadRetryMs, deadRetryByType } = options;
-  const deadRetryProblem = (path: string, value: unknown) =>
-    Number.isInteger(value) && (value === 0 || (value as number) >= MIN_DEAD_RETRY_MS)
-      ? []
-      : [
-          {
-            path,
-            value,
-            messages: [
-              `${path} must be 0 (no automatic replay) or an integer of at least ${MIN_DEAD_RETRY_MS}`,
-            ],
-          },
-        ];
-  if (Number.isInteger(deadRetryMs)) problems.push(...deadRetryProblem('deadRetryMs', deadRetryMs));
-  for (const [type, value] of Object.entries(deadRetryByType ?? {})) {
-    problems.push(...deadRetryProblem(`deadRetryByType.${type}`, value));
-  }
-  if (
-    Number.isInteger(leaseMs) &&
-    Number.isInteger(handlerTimeoutMs) &&
-    leaseMs! < handlerTimeoutMs! + LEASE_SETTLE_HEADROOM_MS
-  ) {
-    problems.push({
-      path: 'leaseMs',
-      value: leaseMs,
-      messages: [
-        `leaseMs must cover handlerTimeoutMs (${handlerTimeoutMs}) plus ${LEASE_SETTLE_HEADROOM_MS} ms to settle, so a claimed event is settled before another instance may claim it`,
-      ],
-    });
-  }
-  if (listen && listen.reconnectMaxMs! < listen.reconnectMinMs!) {
-    problems.push({
-      path: 'listen.reconnectMaxMs',
-      value: listen.reconnectMaxMs,
-      messages: [
-        `listen.reconnectMaxMs must be at least listen.reconnectMinMs (${listen.reconnectMinMs})`,
-      ],
-    });
-  }
-  if (retry && retry.maxMs! < retry.baseMs!) {
-    problems.push({
-      path: 'retry.maxMs',
-      value: retry.maxMs,
-      messages: [`retry.maxMs must be at least retry.baseMs (${retry.baseMs})`],
-    });
-  }
-  return problems;
-}

@@ -43,7 +43,7 @@ export function faultsConformance(driver: BrokerDriver): void {
       outbox: {
         retry: { baseMs: 100, maxMs: 1000, jitter: 0.2 },
         maxAttempts: 100,
-        pollIntervalMs: 200,
+        tuning: { pollIntervalMs: 200 },
       },
       providers: [Local],
       imports: [

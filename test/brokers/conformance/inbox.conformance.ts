@@ -52,7 +52,7 @@ export function inboxConformance(driver: BrokerDriver): void {
     const inboxTransport = await broker.inboxTransport();
     serviceA = await createOutboxApp({
       url: dbA.url,
-      outbox: { pollIntervalMs: 200 },
+      outbox: { tuning: { pollIntervalMs: 200 } },
       imports: [
         OutboxBridgeModule.forRoot({
           name: driver.relayName,
@@ -64,7 +64,7 @@ export function inboxConformance(driver: BrokerDriver): void {
     });
     serviceB = await createOutboxApp({
       url: dbB.url,
-      outbox: { pollIntervalMs: 200 },
+      outbox: { tuning: { pollIntervalMs: 200 } },
       providers: [Billing],
       imports: [
         OutboxInboxModule.forRoot({

@@ -26,7 +26,11 @@ export function relayConformance(driver: BrokerDriver): void {
     broker = await driver.start();
     app = await createOutboxApp({
       url: t.db.url,
-      outbox: { retry: { baseMs: 10, maxMs: 50, jitter: 0 }, maxAttempts: 3, pollIntervalMs: 200 },
+      outbox: {
+        retry: { baseMs: 10, maxMs: 50, jitter: 0 },
+        maxAttempts: 3,
+        tuning: { pollIntervalMs: 200 },
+      },
       imports: [
         OutboxBridgeModule.forRoot({
           name: driver.relayName,

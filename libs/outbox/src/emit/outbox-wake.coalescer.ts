@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
  *
  * PostgreSQL serialises the commits of transactions that sent a NOTIFY (they queue on one
  * lock), so many producers committing at once wait for each other. With a window of `windowMs`
- * (the module option `wakeCoalesceMs`), the first emit of a window carries its NOTIFY as usual;
+ * (the module option `tuning.wakeCoalesceMs`), the first emit of a window carries its NOTIFY as usual;
  * emits later in the window carry none, and once a transaction holding such an emit commits,
  * one trailing NOTIFY is sent after the window, on a connection of its own. Listeners still
  * wake within about `windowMs` of every commit, and a process sends at most two notifications

@@ -38,7 +38,7 @@ const EMIT = 'OutboxPublisher.emit';
  * Emits events inside the caller's transaction: through the given EntityManager, or through
  * the ambient transaction of `@nestjs-cls/transactional` (TypeORM adapter) when the app uses
  * it. Outside a transaction it throws `OutboxTransactionRequiredError` and writes nothing.
- * With `wakeCoalesceMs`, emits within a window share one wake (see `WakeCoalescer`). When the app
+ * With `tuning.wakeCoalesceMs`, emits within a window share one wake (see `WakeCoalescer`). When the app
  * runs OpenTelemetry with a propagator, each emit is a PRODUCER span whose trace context is kept
  * in the events' metadata, so handler runs join the trace (see `OutboxTelemetry`).
  */
@@ -57,12 +57,14 @@ export class OutboxPublisher implements OnModuleInit, BeforeApplicationShutdown 
     /** The handler registry's view of ordered handlers; none: nothing is sequenced. */
     @Optional() private readonly ordering?: EventOrdering,
   ) {
-    this.wakes = new WakeCoalescer(options.wakeCoalesceMs, (dueFrom) => this.sendWake(dueFrom));
+    this.wakes = new WakeCoalescer(options.tuning.wakeCoalesceMs, (dueFrom) =>
+      this.sendWake(dueFrom),
+    );
   }
 
   onModuleInit(): void {
     this.transactionHost = findAmbientTransactions(this.moduleRef)?.host;
-    if (this.options.wakeCoalesceMs > 0) {
+    if (this.options.tuning.wakeCoalesceMs > 0) {
       // Every commit of the app passes here; for most it is one WeakSet lookup.
       const subscriber: EntitySubscriberInterface = {
         afterTransactionCommit: ({ queryRunner }) => this.wakes.committed(queryRunner),

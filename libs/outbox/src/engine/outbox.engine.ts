@@ -19,7 +19,7 @@ import { completerOptions, type CompleterOptions } from './settle-statements';
 import { catchUpDeadSchedule } from './dead-schedule.catch-up';
 import { OutboxExecutor, type ExecutionResult } from './outbox.executor';
 import { OutboxProducer } from './outbox.producer';
-import type { ProducerMode } from './producer.types';
+import { producerOptions, type ProducerMode } from './producer.types';
 import { DispatcherReportStore } from '../store/dispatcher-report.store';
 import { OutboxLeaseStore } from '../store/lease/lease.store';
 import { dueFromPayload } from '../store/wake-payload.sql';
@@ -129,15 +129,11 @@ export class OutboxEngine
     this.executor = new OutboxExecutor(dispatcher, runner, this.completer, () =>
       this.producer.slotFreed(),
     );
-    const producerOptions = {
-      ...options,
-      skipDead: () => dispatcher.orderedSettles()?.skipDead,
-    };
     this.producer = new OutboxProducer(
       repository,
       this.executor,
       this.completer,
-      producerOptions,
+      producerOptions(options, () => dispatcher.orderedSettles()?.skipDead),
       (n) => this.telemetry.claimed(n),
     );
     // The state gauges read what the health probe reads, from where this instance claims.

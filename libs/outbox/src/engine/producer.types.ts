@@ -17,17 +17,20 @@ import type { ResolvedOutboxOptions } from '../outbox.options';
 export type ProducerMode = 'stopped' | 'running' | 'paused' | 'held-back';
 
 /** What the producer reads of the module's options. */
-export type ProducerOptions = Pick<
-  ResolvedOutboxOptions,
-  | 'concurrency'
-  | 'batchSize'
-  | 'leaseMs'
-  | 'types'
-  | 'pollIntervalMs'
-  | 'idleFloorMs'
-  | 'failedDrainRetryMs'
-  | 'localQueue'
-> & {
-  /** Read at each claim: the ordered handlers whose dead events do not hold their key. */
-  skipDead?: () => readonly string[] | undefined;
-};
+export type ProducerOptions = Pick<ResolvedOutboxOptions, 'concurrency' | 'leaseMs' | 'types'> &
+  Pick<
+    ResolvedOutboxOptions['tuning'],
+    'batchSize' | 'pollIntervalMs' | 'idleFloorMs' | 'failedDrainRetryMs' | 'localQueue'
+  > & {
+    /** Read at each claim: the ordered handlers whose dead events do not hold their key. */
+    skipDead?: () => readonly string[] | undefined;
+  };
+
+/** The producer's options from the module's: its tuning, with the slots, lease and types. */
+export function producerOptions(
+  options: ResolvedOutboxOptions,
+  skipDead: ProducerOptions['skipDead'],
+): ProducerOptions {
+  const { tuning, concurrency, leaseMs, types } = options;
+  return { ...tuning, concurrency, leaseMs, types, skipDead };
+}

@@ -42,10 +42,10 @@ const NO_SKIP: OrderedSettleOptions = { skipDead: [] };
 
 /** The completer's options from the module's; 0 there means no automatic replay. */
 export function completerOptions(
-  options: Pick<ResolvedOutboxOptions, 'deadRetryMs' | 'deadRetryByType' | 'batchSize'>,
+  options: Pick<ResolvedOutboxOptions, 'deadRetryMs' | 'deadRetryByType' | 'tuning'>,
   orderedSettles: CompleterOptions['orderedSettles'],
 ): CompleterOptions {
-  const { deadRetryMs, deadRetryByType, batchSize } = options;
+  const { deadRetryMs, deadRetryByType, tuning } = options;
   return {
     deadRetryMs: deadRetryMs || Infinity,
     deadRetryByType:
@@ -53,7 +53,7 @@ export function completerOptions(
       Object.fromEntries(
         Object.entries(deadRetryByType).map(([type, ms]) => [type, ms || Infinity]),
       ),
-    batchSize,
+    batchSize: tuning.batchSize,
     orderedSettles,
   };
 }

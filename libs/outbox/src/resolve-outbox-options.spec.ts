@@ -1,21 +1,15 @@
 import { InvalidOutboxOptionsError } from './outbox.errors';
-import { resolveOutboxOptions } from './outbox.options';
+import { deprecatedTuningFields, resolveOutboxOptions } from './resolve-outbox-options';
 
 describe('resolveOutboxOptions', () => {
   it('applies every documented default', () => {
     expect(resolveOutboxOptions({})).toMatchObject({
       leaseMs: 60_000,
       handlerTimeoutMs: 10_000,
-      statementTimeoutMs: 5000,
-      lockTimeoutMs: 2000,
-      batchSize: 250,
       concurrency: 20,
       maxAttempts: 10,
       retry: { baseMs: 1000, maxMs: 300_000, jitter: 0.2 },
       deadRetryMs: 21_600_000,
-      pollIntervalMs: 30_000,
-      idleFloorMs: 50,
-      failedDrainRetryMs: 2000,
       shutdownGraceMs: 10_000,
       listen: {
         enabled: true,
@@ -33,7 +27,16 @@ describe('resolveOutboxOptions', () => {
         batchSize: 1000,
         discardedRetentionMs: 2_592_000_000,
       },
-      localQueue: { size: 500, ttlMs: 5000 },
+      tuning: {
+        batchSize: 250,
+        statementTimeoutMs: 5000,
+        lockTimeoutMs: 2000,
+        pollIntervalMs: 30_000,
+        idleFloorMs: 50,
+        failedDrainRetryMs: 2000,
+        wakeCoalesceMs: 0,
+        localQueue: { size: 500, ttlMs: 5000 },
+      },
       liveness: { eventLoopStallMs: 5000, eventLoopWindowMs: 10_000, overdueSlotsMs: 60_000 },
       autoStart: true,
     });
@@ -168,8 +171,8 @@ describe('resolveOutboxOptions', () => {
   });
 
   it('refuses timer delays Node would cut to 1 ms, but not long SQL intervals', () => {
-    expect(() => resolveOutboxOptions({ pollIntervalMs: 3e9 })).toThrow(
-      'pollIntervalMs = 3000000000: pollIntervalMs must not be greater than 2147483647',
+    expect(() => resolveOutboxOptions({ tuning: { pollIntervalMs: 3e9 } })).toThrow(
+      'tuning.pollIntervalMs = 3000000000: pollIntervalMs must not be greater than 2147483647',
     );
     expect(() => resolveOutboxOptions({ leaseMs: 3e9, handlerTimeoutMs: 2.9e9 })).toThrow(
       'handlerTimeoutMs = 2900000000',
@@ -200,5 +203,59 @@ describe('resolveOutboxOptions', () => {
     expect(
       resolveOutboxOptions({ liveness: { eventLoopStallMs: '250' } } as never).liveness,
     ).toEqual({ eventLoopStallMs: 250, eventLoopWindowMs: 10_000, overdueSlotsMs: 60_000 });
+  });
+
+  describe('the tuning knobs once set at the top level', () => {
+    it('reads each one as its field of tuning, and leaves no top-level copy', () => {
+      const options = resolveOutboxOptions({
+        batchSize: '40',
+        statementTimeoutMs: 1500,
+        localQueue: { size: 0 },
+        tuning: { pollIntervalMs: 500 },
+      } as never);
+      expect(options.tuning).toMatchObject({
+        batchSize: 40,
+        statementTimeoutMs: 1500,
+        pollIntervalMs: 500,
+        lockTimeoutMs: 2000,
+        localQueue: { size: 0, ttlMs: 5000 },
+      });
+      expect(Object.keys(options)).not.toEqual(
+        expect.arrayContaining(['batchSize', 'statementTimeoutMs', 'localQueue']),
+      );
+      expect(Object.keys(options).filter((key) => key in options.tuning)).toEqual([]);
+    });
+
+    it('names them for the deprecation warning', () => {
+      expect(deprecatedTuningFields({ wakeCoalesceMs: 5, batchSize: 10, concurrency: 4 })).toEqual([
+        'batchSize',
+        'wakeCoalesceMs',
+      ]);
+      expect(deprecatedTuningFields({ tuning: { batchSize: 10 } })).toEqual([]);
+      expect(deprecatedTuningFields(undefined)).toEqual([]);
+    });
+
+    it('checks one as it checks its field of tuning, under the name it was given', () => {
+      expect(() => resolveOutboxOptions({ pollIntervalMs: 3e9 })).toThrow(
+        'pollIntervalMs = 3000000000: pollIntervalMs must not be greater than 2147483647',
+      );
+      expect(() => resolveOutboxOptions({ localQueue: { size: -1 } })).toThrow(
+        'localQueue.size = -1',
+      );
+      expect(() => resolveOutboxOptions({ batchSize: 10, tuning: 'fast' } as never)).toThrow(
+        'tuning = "fast"',
+      );
+    });
+
+    it('refuses one set in both places, rather than ignore either', () => {
+      expect(() =>
+        resolveOutboxOptions({ batchSize: 10, tuning: { batchSize: 20, idleFloorMs: 5 } }),
+      ).toThrow(
+        'batchSize = 10: batchSize is also set as tuning.batchSize; set tuning.batchSize alone',
+      );
+      expect(
+        resolveOutboxOptions({ batchSize: 10, tuning: { idleFloorMs: 5 } }).tuning,
+      ).toMatchObject({ batchSize: 10, idleFloorMs: 5 });
+    });
   });
 });
