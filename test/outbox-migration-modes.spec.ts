@@ -9,7 +9,7 @@ import {
   OutboxDiscardIndexes1768500000000,
   outboxMigrations,
 } from '@app/outbox';
-import { runCli } from '@app/outbox/admin/cli/cli.program';
+import { OUTBOX_CLI_EXIT, runOutboxCli } from '@app/outbox/admin';
 import { dropDatabase, withAdminClient } from './support/admin-client';
 import { withDatabase } from './support/database-url';
 import { emitsGoOnDuring } from './support/index-build-probe';
@@ -161,12 +161,13 @@ const ENTRY_POINTS: EntryPoint[] = [
     name: 'nestjs-lease-outbox migrate',
     run: async (url) => {
       const stderr = sink();
-      const status = await runCli(['migrate', '--url', url], {
+      const status = await runOutboxCli(['migrate', '--url', url], {
         stdout: sink(),
         stderr,
         env: {},
       });
-      if (status !== 0) throw new Error(`migrate exited ${status}: ${stderr.text}`);
+      if (status !== OUTBOX_CLI_EXIT.ok)
+        throw new Error(`migrate exited ${status}: ${stderr.text}`);
     },
     concurrent: true,
   },

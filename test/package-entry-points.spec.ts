@@ -50,7 +50,7 @@ describe('entry points', () => {
 
   it.each([
     ['bridge/index.ts', ['the bridges']],
-    ['admin/index.ts', ['the dashboard']],
+    ['admin/index.ts', ['the dashboard', 'the command', 'commander']],
   ])(
     '%s loads its add-on, and no broker client until a transport is made',
     (entry, addOns) => {
