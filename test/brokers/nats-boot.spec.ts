@@ -4,12 +4,12 @@ import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { OutboxPublisher } from '@app/outbox';
-import { OutboxBridgeHealthIndicator, OutboxBridgeModule, natsJetStream } from '@app/outbox/bridge';
-import { createOutboxApp } from '../support/outbox-app';
+import { OutboxBridgeHealthIndicator, natsJetStream } from '@app/outbox/bridge';
 import { useTestDatabase } from '../support/test-database';
 import { startNatsServer, type BrokerServer } from '../support/broker-servers';
 import { readStream } from './support/jetstream';
 import { waitForRows } from './support/wait';
+import { createRelayApp } from './support/bridge-outbox';
 
 /**
  * A broker that is not there at boot delays the boot by the connect bound at most; the relay's
@@ -32,25 +32,19 @@ afterAll(async () => {
 
 it('boots without the broker, retries its deliveries, and delivers once the broker is up', async () => {
   const bootStarted = Date.now();
-  app = await createOutboxApp({
-    url: t.db.url,
-    outbox: {
-      retry: { baseMs: 100, maxMs: 300, jitter: 0 },
-      maxAttempts: 1000,
-      tuning: { pollIntervalMs: 200 },
-    },
-    imports: [
-      OutboxBridgeModule.forRoot({
-        name: 'to-nats',
-        events: ['order.placed'],
-        transport: natsJetStream({
-          servers: nats.url,
-          connectTimeoutMs: 500,
-          reconnect: { baseMs: 100, maxMs: 300 },
-        }),
+  app = await createRelayApp(
+    t.db.url,
+    {
+      name: 'to-nats',
+      events: ['order.placed'],
+      transport: natsJetStream({
+        servers: nats.url,
+        connectTimeoutMs: 500,
+        reconnect: { baseMs: 100, maxMs: 300 },
       }),
-    ],
-  });
+    },
+    { retry: { baseMs: 100, maxMs: 300, jitter: 0 }, maxAttempts: 1000 },
+  );
   const bootMs = Date.now() - bootStarted;
   expect(bootMs).toBeLessThan(10_000);
   expect(app.get(OutboxBridgeHealthIndicator).isHealthy().brokers).toMatchObject({

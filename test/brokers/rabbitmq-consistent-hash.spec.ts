@@ -1,12 +1,6 @@
 import type { INestApplication } from '@nestjs/common';
 import { connect as amqpConnect, type ChannelModel } from 'amqplib';
-import {
-  OutboxBridgeHealthIndicator,
-  OutboxBridgeModule,
-  RELAY_HEADERS,
-  rabbitMq,
-} from '@app/outbox/bridge';
-import { createOutboxApp } from '../support/outbox-app';
+import { OutboxBridgeHealthIndicator, RELAY_HEADERS, rabbitMq } from '@app/outbox/bridge';
 import { useTestDatabase } from '../support/test-database';
 import { startRabbitMq, type BrokerServer } from '../support/broker-servers';
 import { expectKeyOrder, expectSameIds } from './support/message-checks';
@@ -14,6 +8,7 @@ import { emitConcurrently } from './support/orders';
 import type { BrokerMessage } from './support/broker-message';
 import { drainQueue } from './support/rabbitmq';
 import { waitForRows } from './support/wait';
+import { createRelayApp } from './support/bridge-outbox';
 
 /**
  * RabbitMQ alone has exchanges that route by a key the relay chooses: with the ordering key as
@@ -38,26 +33,20 @@ beforeAll(async () => {
     // The binding key of a consistent-hash exchange is the queue's weight.
     await channel.bindQueue(queue, 'shipments', '1');
   }
-  app = await createOutboxApp({
-    url: t.db.url,
-    outbox: {
-      retry: { baseMs: 10, maxMs: 50, jitter: 0 },
-      maxAttempts: 3,
-      tuning: { pollIntervalMs: 200 },
-    },
-    imports: [
-      OutboxBridgeModule.forRoot({
-        name: 'to-hash',
-        events: ['shipment.sent'],
-        ordered: true,
-        transport: rabbitMq({
-          url: rabbit.url,
-          exchange: 'shipments',
-          routingKey: (event) => event.orderingKey,
-        }),
+  app = await createRelayApp(
+    t.db.url,
+    {
+      name: 'to-hash',
+      events: ['shipment.sent'],
+      ordered: true,
+      transport: rabbitMq({
+        url: rabbit.url,
+        exchange: 'shipments',
+        routingKey: (event) => event.orderingKey,
       }),
-    ],
-  });
+    },
+    { retry: { baseMs: 10, maxMs: 50, jitter: 0 }, maxAttempts: 3 },
+  );
 }, 90_000);
 
 afterAll(async () => {

@@ -1,17 +1,13 @@
 import { Injectable, type INestApplication } from '@nestjs/common';
 import { OnOutboxEvent, type OutboxEvent } from '@app/outbox';
-import {
-  OutboxBridgeHealthIndicator,
-  OutboxBridgeModule,
-  type BrokerConnectionState,
-} from '@app/outbox/bridge';
-import { createOutboxApp } from '../../support/outbox-app';
+import { OutboxBridgeHealthIndicator, type BrokerConnectionState } from '@app/outbox/bridge';
 import { useTestDatabase } from '../../support/test-database';
 import { startTcpProxy, type TcpProxy } from '../../support/tcp-proxy';
 import type { BrokerDriver, BrokerUnderTest } from '../support/broker-driver';
 import { expectEveryIdOnceOrRepublished } from '../support/message-checks';
 import { emitTogether, orderEvent } from '../support/orders';
 import { waitForRows } from '../support/wait';
+import { createRelayApp } from '../support/bridge-outbox';
 
 /**
  * A relay while the broker restarts or its network path goes silent: nothing lost; an event in
@@ -38,23 +34,17 @@ export function faultsConformance(driver: BrokerDriver): void {
   beforeAll(async () => {
     broker = await driver.start();
     proxy = await startTcpProxy({ host: '127.0.0.1', port: broker.server.port });
-    app = await createOutboxApp({
-      url: t.db.url,
-      outbox: {
-        retry: { baseMs: 100, maxMs: 1000, jitter: 0.2 },
-        maxAttempts: 100,
-        tuning: { pollIntervalMs: 200 },
+    app = await createRelayApp(
+      t.db.url,
+      {
+        name: driver.relayName,
+        events: ['order.placed'],
+        timeoutMs: 3000,
+        transport: broker.relayTransport({ port: proxy.port, failFast: true }),
       },
-      providers: [Local],
-      imports: [
-        OutboxBridgeModule.forRoot({
-          name: driver.relayName,
-          events: ['order.placed'],
-          timeoutMs: 3000,
-          transport: broker.relayTransport({ port: proxy.port, failFast: true }),
-        }),
-      ],
-    });
+      { retry: { baseMs: 100, maxMs: 1000, jitter: 0.2 }, maxAttempts: 100 },
+      { providers: [Local] },
+    );
   }, 90_000);
 
   afterAll(async () => {

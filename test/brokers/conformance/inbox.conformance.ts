@@ -14,6 +14,7 @@ import { plantSecret } from '../../support/log-guard';
 import type { BrokerDriver, BrokerUnderTest, OutgoingMessage } from '../support/broker-driver';
 import { emitTogether, orderEvent } from '../support/orders';
 import { pollUntil, waitForRows } from '../support/wait';
+import { bridgeOutbox } from '../support/bridge-outbox';
 
 /** B's handler: one `booked` row per call, in B's transaction. */
 @Injectable()
@@ -52,7 +53,7 @@ export function inboxConformance(driver: BrokerDriver): void {
     const inboxTransport = await broker.inboxTransport();
     serviceA = await createOutboxApp({
       url: dbA.url,
-      outbox: { tuning: { pollIntervalMs: 200 } },
+      outbox: bridgeOutbox(),
       imports: [
         OutboxBridgeModule.forRoot({
           name: driver.relayName,
@@ -64,7 +65,7 @@ export function inboxConformance(driver: BrokerDriver): void {
     });
     serviceB = await createOutboxApp({
       url: dbB.url,
-      outbox: { tuning: { pollIntervalMs: 200 } },
+      outbox: bridgeOutbox(),
       providers: [Billing],
       imports: [
         OutboxInboxModule.forRoot({

@@ -1,16 +1,15 @@
 import type { INestApplication } from '@nestjs/common';
 import {
   OutboxBridgeHealthIndicator,
-  OutboxBridgeModule,
   RELAY_HEADERS,
   type OutboxRelayTransport,
 } from '@app/outbox/bridge';
-import { createOutboxApp } from '../../support/outbox-app';
 import { useTestDatabase } from '../../support/test-database';
 import type { BrokerDriver, BrokerUnderTest } from '../support/broker-driver';
 import { expectKeyOrder, expectSameIds } from '../support/message-checks';
 import { emitConcurrently, emitTogether, orderEvent } from '../support/orders';
 import { waitForRows } from '../support/wait';
+import { createRelayApp } from '../support/bridge-outbox';
 
 /**
  * A relay against a real broker: delivered means the broker took it, each event reaches the
@@ -24,22 +23,16 @@ export function relayConformance(driver: BrokerDriver): void {
 
   beforeAll(async () => {
     broker = await driver.start();
-    app = await createOutboxApp({
-      url: t.db.url,
-      outbox: {
-        retry: { baseMs: 10, maxMs: 50, jitter: 0 },
-        maxAttempts: 3,
-        tuning: { pollIntervalMs: 200 },
+    app = await createRelayApp(
+      t.db.url,
+      {
+        name: driver.relayName,
+        events: ['order.placed', 'invoice.lost'],
+        ordered: true,
+        transport: failingFirstTries(broker.relayTransport()),
       },
-      imports: [
-        OutboxBridgeModule.forRoot({
-          name: driver.relayName,
-          events: ['order.placed', 'invoice.lost'],
-          ordered: true,
-          transport: failingFirstTries(broker.relayTransport()),
-        }),
-      ],
-    });
+      { retry: { baseMs: 10, maxMs: 50, jitter: 0 }, maxAttempts: 3 },
+    );
   }, 90_000);
 
   afterAll(async () => {
