@@ -1,6 +1,5 @@
-import type { DataSource } from 'typeorm';
 import type { OutboxResult } from '../outbox.result';
-import { StoreClient, type OutboxStoreOptions } from '../store.client';
+import { ClientStore } from '../store.client';
 import {
   DISCARD_SELECTED,
   REPLAY_SELECTED,
@@ -71,13 +70,7 @@ const FREE_DISCARDED_KEYS = `
  * organization, one event whole, the backlog by type, throughput and the dispatchers that report
  * in. Reads that scan grow with the backlog; each is bounded by the statement timeout.
  */
-export class AdminStore {
-  private readonly client: StoreClient;
-
-  constructor(dataSource: DataSource, options: OutboxStoreOptions = {}) {
-    this.client = new StoreClient(dataSource, options);
-  }
-
+export class AdminStore extends ClientStore {
   /** A page of dead letters (see `listDeadLettersStatement`), and the cursor of the next one. */
   async listDeadLetters(
     filter: DeadLetterFilter,
