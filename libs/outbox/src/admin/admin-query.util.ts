@@ -1,4 +1,5 @@
-import { decodeCursor, type Keyset } from '../store/admin/keyset-cursor.util';
+import { decodeCursor, type KeysetPage } from '../store/admin/keyset-cursor.util';
+import type { BlockedKeysQuery } from '../store/admin/blocked-keys.sql';
 import { InvalidOutboxAdminQueryError } from '../outbox.errors';
 import { isUuid } from '../common/uuid.util';
 import type {
@@ -146,7 +147,7 @@ export function checkPage(
   cursorKind: string,
   cursorOf: string,
   { path = 'page', known = ['limit', 'after'] }: { path?: string; known?: string[] } = {},
-): { limit: number; after: Keyset | null } {
+): KeysetPage {
   if (typeof page !== 'object' || page === null) {
     throw new InvalidOutboxAdminQueryError(path, page, 'an object');
   }
@@ -175,7 +176,7 @@ export function checkPage(
 export function checkBlockedKeysFilter(
   filter: BlockedKeysFilter,
   cursorKind: string,
-): { handler: string | null; key: string | null; limit: number; after: Keyset | null } {
+): BlockedKeysQuery {
   const page = checkPage(filter, cursorKind, 'blockedKeys', {
     path: 'filter',
     known: ['handler', 'key', 'limit', 'after'],

@@ -27,6 +27,7 @@ import type {
 } from './dead-letter.types';
 import type { OutboxEventDetail, OutboxEventList, OutboxEventsFilter } from './event.types';
 import type { MinuteCount, TypeBacklog } from './status.types';
+import type { KeysetPage } from './keyset-cursor.util';
 import {
   GROUP_DEAD_LETTERS,
   groupParameters,
@@ -74,7 +75,7 @@ export class AdminStore extends ClientStore {
   /** A page of dead letters (see `listDeadLettersStatement`), and the cursor of the next one. */
   async listDeadLetters(
     filter: DeadLetterFilter,
-    page: { limit: number; after: { at: string; id: string } | null },
+    page: KeysetPage,
   ): Promise<OutboxResult<DeadLetterList>> {
     return this.client.run(
       'listDeadLetters',
@@ -115,7 +116,7 @@ export class AdminStore extends ClientStore {
   /** A page of events whatever their state (see `listEventsStatement`), and the next cursor. */
   async listEvents(
     filter: OutboxEventsFilter,
-    page: { limit: number; after: { at: string; id: string } | null },
+    page: KeysetPage,
   ): Promise<OutboxResult<OutboxEventList>> {
     return this.client.run(
       'listEvents',
