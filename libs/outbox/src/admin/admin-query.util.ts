@@ -1,4 +1,5 @@
-import { decodeCursor, type Keyset } from '../store/admin/keyset-cursor.util';
+import { decodeCursor, type KeysetPage } from '../store/admin/keyset-cursor.util';
+import type { BlockedKeysQuery } from '../store/admin/blocked-keys.sql';
 import { InvalidOutboxAdminQueryError } from '../outbox.errors';
 import { isUuid } from '../common/uuid.util';
 import type {
@@ -78,18 +79,13 @@ export function checkFilter(filter: DeadLetterFilter): void {
       'a fingerprint of groups (32 hex digits)',
     );
   }
-  for (const field of [
+  checkNonEmptyStrings(filter, [
     'handler',
     'organizationId',
     'aggregateType',
     'aggregateId',
     'errorContains',
-  ] as const) {
-    const value = filter[field];
-    if (value !== undefined && (typeof value !== 'string' || value.length === 0)) {
-      throw new InvalidOutboxAdminQueryError(`filter.${field}`, value, 'a non-empty string');
-    }
-  }
+  ]);
   checkTypes(filter.types);
 }
 
@@ -103,19 +99,11 @@ export function checkSelector(selector: DeadLetterSelector): {
   if (Object.hasOwn(selector, 'ids')) {
     checkKnownKeys(selector, 'selector', ['ids']);
     const ids: unknown = (selector as { ids: unknown }).ids;
-    if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_SELECTED_IDS) {
-      throw new InvalidOutboxAdminQueryError(
-        'selector.ids',
-        ids,
-        `a list of 1 to ${MAX_SELECTED_IDS} event ids`,
-      );
-    }
-    const bad: unknown = ids.find((id) => !isUuid(id));
-    if (bad !== undefined) throw new InvalidOutboxAdminQueryError('selector.ids', bad, 'a UUID');
+    checkEventIds(ids, 'selector.ids', MAX_SELECTED_IDS);
     // Named one by one: whatever their state, within what the change applies to.
     return {
       filter: { includeRetrying: true, includeDiscarded: true },
-      ids: (ids as string[]).map((id) => id.toLowerCase()),
+      ids: ids.map((id) => id.toLowerCase()),
     };
   }
   checkKnownKeys(selector, 'selector', ['filter', 'all']);
@@ -146,7 +134,7 @@ export function checkPage(
   cursorKind: string,
   cursorOf: string,
   { path = 'page', known = ['limit', 'after'] }: { path?: string; known?: string[] } = {},
-): { limit: number; after: Keyset | null } {
+): KeysetPage {
   if (typeof page !== 'object' || page === null) {
     throw new InvalidOutboxAdminQueryError(path, page, 'an object');
   }
@@ -175,17 +163,12 @@ export function checkPage(
 export function checkBlockedKeysFilter(
   filter: BlockedKeysFilter,
   cursorKind: string,
-): { handler: string | null; key: string | null; limit: number; after: Keyset | null } {
+): BlockedKeysQuery {
   const page = checkPage(filter, cursorKind, 'blockedKeys', {
     path: 'filter',
     known: ['handler', 'key', 'limit', 'after'],
   });
-  for (const field of ['handler', 'key'] as const) {
-    const value = filter[field];
-    if (value !== undefined && (typeof value !== 'string' || value.length === 0)) {
-      throw new InvalidOutboxAdminQueryError(`filter.${field}`, value, 'a non-empty string');
-    }
-  }
+  checkNonEmptyStrings(filter, ['handler', 'key']);
   return { handler: filter.handler ?? null, key: filter.key ?? null, ...page };
 }
 
@@ -207,25 +190,9 @@ export function checkEventsFilter(filter: OutboxEventsFilter): void {
     throw new InvalidOutboxAdminQueryError('filter', filter, 'an object');
   }
   checkKnownKeys(filter, 'filter', EVENT_CONDITIONS, 'events filters by');
-  for (const field of ['organizationId', 'aggregateType', 'aggregateId'] as const) {
-    const value = filter[field];
-    if (value !== undefined && (typeof value !== 'string' || value.length === 0)) {
-      throw new InvalidOutboxAdminQueryError(`filter.${field}`, value, 'a non-empty string');
-    }
-  }
+  checkNonEmptyStrings(filter, ['organizationId', 'aggregateType', 'aggregateId']);
   checkTypes(filter.types);
-  const ids: unknown = filter.ids;
-  if (ids !== undefined) {
-    if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_PAGE) {
-      throw new InvalidOutboxAdminQueryError(
-        'filter.ids',
-        ids,
-        `a list of 1 to ${MAX_PAGE} event ids`,
-      );
-    }
-    const bad: unknown = ids.find((id) => !isUuid(id));
-    if (bad !== undefined) throw new InvalidOutboxAdminQueryError('filter.ids', bad, 'a UUID');
-  }
+  if (filter.ids !== undefined) checkEventIds(filter.ids, 'filter.ids', MAX_PAGE);
   if (EVENT_CONDITIONS.every((field) => filter[field] === undefined)) {
     throw new InvalidOutboxAdminQueryError(
       'filter',
@@ -233,6 +200,28 @@ export function checkEventsFilter(filter: OutboxEventsFilter): void {
       `a filter with at least one of ${EVENT_CONDITIONS.join(', ')}`,
     );
   }
+}
+
+/** Each of `fields` that `filter` gives is a non-empty string. */
+function checkNonEmptyStrings<F extends object>(
+  filter: F,
+  fields: readonly (keyof F & string)[],
+): void {
+  for (const field of fields) {
+    const value: unknown = filter[field];
+    if (value !== undefined && (typeof value !== 'string' || value.length === 0)) {
+      throw new InvalidOutboxAdminQueryError(`filter.${field}`, value, 'a non-empty string');
+    }
+  }
+}
+
+/** A list of 1 to `max` event ids, each a UUID; `path` names it in errors. */
+function checkEventIds(ids: unknown, path: string, max: number): asserts ids is string[] {
+  if (!Array.isArray(ids) || ids.length === 0 || ids.length > max) {
+    throw new InvalidOutboxAdminQueryError(path, ids, `a list of 1 to ${max} event ids`);
+  }
+  const bad: unknown = ids.find((id) => !isUuid(id));
+  if (bad !== undefined) throw new InvalidOutboxAdminQueryError(path, bad, 'a UUID');
 }
 
 function checkTypes(types: unknown): void {

@@ -14,7 +14,6 @@ import { ISOLATION_LEVELS } from '../outbox.constants';
 import type { OutboxEvent } from '../outbox-event.types';
 import {
   type HandlerOutcome,
-  type OnOutboxEventOptions,
   type OutboxHandlerFn,
   type OutboxIsolationLevel,
 } from './outbox-handler.types';
@@ -32,6 +31,7 @@ import {
   typeOrdering,
   type HandlerPolicy,
 } from './handler.policy';
+import type { OutboxHandlerMetadata } from './outbox.decorators';
 
 /** The module's defaults, for a dispatcher built without options for them (unit tests). */
 const DEFAULT_RETRY = { baseMs: 1000, maxMs: 300_000, jitter: 0.2 };
@@ -41,19 +41,8 @@ const KEBAB_CASE = /^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$/;
 const EVERY_TYPE = '*';
 const NO_HANDLERS: readonly never[] = [];
 
-export interface OutboxHandlerRegistration {
-  name: string;
-  events: readonly string[] | '*';
-  /** The handler's own budget; the module's `handlerTimeoutMs` when absent. */
-  timeoutMs?: number;
-  /** Run in a transaction that also records the delivery (see `OnOutboxEventOptions`). */
-  transaction?: OnOutboxEventOptions['transaction'];
-  /** The handler's own retry schedule; the module's `retry` when absent. */
-  retry?: OnOutboxEventOptions['retry'];
-  /** The handler's own attempts; the module's `maxAttempts` when absent. */
-  maxAttempts?: number;
-  /** One event of a key at a time, in commit order (see `OnOutboxEventOptions`). */
-  ordered?: OnOutboxEventOptions['ordered'];
+/** A handler as declared (by `@OnOutboxEvent` or by hand), with the function that runs it. */
+export interface OutboxHandlerRegistration extends OutboxHandlerMetadata {
   handle: OutboxHandlerFn;
   /** Where the handler is declared (`Class.method`), for error messages. */
   location: string;

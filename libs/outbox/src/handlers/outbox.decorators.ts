@@ -3,13 +3,19 @@ import type { OnOutboxEventOptions } from './outbox-handler.types';
 
 export const OUTBOX_HANDLER_METADATA = 'nestjs-lease-outbox:handler';
 
+/** What `@OnOutboxEvent` declares of a handler: its name, its events and its own settings. */
 export interface OutboxHandlerMetadata {
   name: string;
   events: readonly string[] | '*';
+  /** The handler's own budget; the module's `handlerTimeoutMs` when absent. */
   timeoutMs?: number;
+  /** Run in a transaction that also records the delivery (see `OnOutboxEventOptions`). */
   transaction?: OnOutboxEventOptions['transaction'];
+  /** The handler's own retry schedule; the module's `retry` when absent. */
   retry?: OnOutboxEventOptions['retry'];
+  /** The handler's own attempts; the module's `maxAttempts` when absent. */
   maxAttempts?: number;
+  /** One event of a key at a time, in commit order (see `OnOutboxEventOptions`). */
   ordered?: OnOutboxEventOptions['ordered'];
 }
 

@@ -1,4 +1,5 @@
 import type { OutboxEvent } from '../outbox-event.types';
+import type { HandlerFailure } from './outbox-event.entity';
 
 /** The columns of an event as it was emitted, as statements return them. */
 export interface EventRow {
@@ -14,6 +15,18 @@ export interface EventRow {
   causation_id: string | null;
   correlation_id: string | null;
   ordering_key: string | null;
+}
+
+/**
+ * The columns of where an event's delivery stands: the attempts so far, the handlers that
+ * delivered or failed it, and whether it is dead (a claim and an event's detail both read them).
+ */
+export interface DeliveryStateRow {
+  attempts: number;
+  deliveries: Record<string, string>;
+  failures: Record<string, HandlerFailure>;
+  dead_at: Date | null;
+  last_error: string | null;
 }
 
 /** An event's ordering key: the one it was emitted with, else its aggregate's. */

@@ -1,9 +1,9 @@
-import type { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { ISOLATION_LEVELS } from '../outbox.constants';
 
 type IsolationLevel = (typeof ISOLATION_LEVELS)[number];
 import type { OutboxResult } from './outbox.result';
-import { StoreClient, type OutboxStoreOptions } from './store.client';
+import { ClientStore } from './store.client';
 
 /** A transaction of one backend: its pid, and its start in microseconds (text, exact). */
 export interface BackendTransaction {
@@ -66,13 +66,7 @@ const CANCEL_BACKEND = `
  * transaction, records its delivery inside it, and cancels its statement when its budget runs
  * out.
  */
-export class HandlerTransactionStore {
-  private readonly client: StoreClient;
-
-  constructor(dataSource: DataSource, options: OutboxStoreOptions = {}) {
-    this.client = new StoreClient(dataSource, options);
-  }
-
+export class HandlerTransactionStore extends ClientStore {
   /**
    * Records one handler's delivery inside the handler's own transaction (`manager`), guarded by
    * the attempt its claim holds. False when the guard failed (the lease was lost and the event

@@ -1,6 +1,5 @@
-import type { DataSource } from 'typeorm';
 import { ok, type OutboxResult } from './outbox.result';
-import { StoreClient, type OutboxStoreOptions } from './store.client';
+import { ClientStore } from './store.client';
 import {
   FORGET_DONE_KEYS,
   FORGET_IDLE_WAITS,
@@ -60,13 +59,7 @@ const SWEEP_BATCH = sweepBatch('dispatched_at', false);
 const SWEEP_DISCARDED_BATCH = sweepBatch('discarded_at', true);
 
 /** The retention store (`OutboxRetentionSweeper`'s): deletes what was kept long enough. */
-export class RetentionStore {
-  private readonly client: StoreClient;
-
-  constructor(dataSource: DataSource, options: OutboxStoreOptions = {}) {
-    this.client = new StoreClient(dataSource, options);
-  }
-
+export class RetentionStore extends ClientStore {
   /**
    * Deletes delivered rows older than the retention, one short batch per statement, until a
    * batch comes back short (or `maxBatches` is reached). Returns how many rows were deleted.

@@ -137,6 +137,18 @@ export class StoreClient {
   }
 }
 
+/**
+ * What every store shares: one `StoreClient`, made from the DataSource and the store's options,
+ * through which all its statements go.
+ */
+export abstract class ClientStore {
+  protected readonly client: StoreClient;
+
+  constructor(dataSource: DataSource, options: OutboxStoreOptions = {}) {
+    this.client = new StoreClient(dataSource, options);
+  }
+}
+
 function toStoreError(operation: string, err: unknown): OutboxStoreError {
   const driverError = (err as { driverError?: unknown }).driverError ?? err;
   const { code, constraint } = driverError as { code?: unknown; constraint?: unknown };

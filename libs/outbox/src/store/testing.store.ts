@@ -1,8 +1,8 @@
-import type { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import type { OutboxEvent } from '../outbox-event.types';
 import { toEvent, type EventRow } from './event-row.mapping';
 import type { OutboxResult } from './outbox.result';
-import { StoreClient, type OutboxStoreOptions } from './store.client';
+import { ClientStore } from './store.client';
 import { WAKE_PAYLOAD } from './wake-payload.sql';
 
 /** Which events a testing helper looks at: every condition given must hold. */
@@ -118,13 +118,7 @@ function toEmitted(rows: EmittedRow[]): EmittedOutboxEvent[] {
 }
 
 /** The testing kit's store (`emitted`, `expectEmitted`, `makeDue`, `drainUntilIdle`). */
-export class TestingStore {
-  private readonly client: StoreClient;
-
-  constructor(dataSource: DataSource, options: OutboxStoreOptions = {}) {
-    this.client = new StoreClient(dataSource, options);
-  }
-
+export class TestingStore extends ClientStore {
   /**
    * Events matching `filter`, in emit order (at most `limit`): through `manager`'s transaction
    * when it has one, so what it wrote and has not committed yet is seen.

@@ -1,6 +1,5 @@
-import type { DataSource } from 'typeorm';
 import type { OutboxResult } from '../outbox.result';
-import { StoreClient, type OutboxStoreOptions } from '../store.client';
+import { ClientStore } from '../store.client';
 import {
   DISCARD_SELECTED,
   REPLAY_SELECTED,
@@ -28,6 +27,7 @@ import type {
 } from './dead-letter.types';
 import type { OutboxEventDetail, OutboxEventList, OutboxEventsFilter } from './event.types';
 import type { MinuteCount, TypeBacklog } from './status.types';
+import type { KeysetPage } from './keyset-cursor.util';
 import {
   GROUP_DEAD_LETTERS,
   groupParameters,
@@ -71,17 +71,11 @@ const FREE_DISCARDED_KEYS = `
  * organization, one event whole, the backlog by type, throughput and the dispatchers that report
  * in. Reads that scan grow with the backlog; each is bounded by the statement timeout.
  */
-export class AdminStore {
-  private readonly client: StoreClient;
-
-  constructor(dataSource: DataSource, options: OutboxStoreOptions = {}) {
-    this.client = new StoreClient(dataSource, options);
-  }
-
+export class AdminStore extends ClientStore {
   /** A page of dead letters (see `listDeadLettersStatement`), and the cursor of the next one. */
   async listDeadLetters(
     filter: DeadLetterFilter,
-    page: { limit: number; after: { at: string; id: string } | null },
+    page: KeysetPage,
   ): Promise<OutboxResult<DeadLetterList>> {
     return this.client.run(
       'listDeadLetters',
@@ -122,7 +116,7 @@ export class AdminStore {
   /** A page of events whatever their state (see `listEventsStatement`), and the next cursor. */
   async listEvents(
     filter: OutboxEventsFilter,
-    page: { limit: number; after: { at: string; id: string } | null },
+    page: KeysetPage,
   ): Promise<OutboxResult<OutboxEventList>> {
     return this.client.run(
       'listEvents',

@@ -1,6 +1,6 @@
 import { DEAD_ORDERED, isHead } from '../ordering/ordering.sql';
 import { handlerMessage } from './dead-letter-filter.sql';
-import { encodeCursor, keysetTime, type Keyset } from './keyset-cursor.util';
+import { encodeCursor, keysetTime, type KeysetPage } from './keyset-cursor.util';
 import type { BlockedKey, BlockedKeyList } from './dead-letter.types';
 
 export const BLOCKED_KEYS_CURSOR = 'blocked-keys';
@@ -46,11 +46,9 @@ export const BLOCKED_KEYS = `
   ORDER BY heads.dead_at, heads.id, heads.handler
 `;
 
-export interface BlockedKeysQuery {
+export interface BlockedKeysQuery extends KeysetPage {
   handler: string | null;
   key: string | null;
-  limit: number;
-  after: Keyset | null;
 }
 
 /** BLOCKED_KEYS' parameters; one row more than the page asks for tells whether a next exists. */

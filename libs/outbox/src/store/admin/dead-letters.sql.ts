@@ -1,5 +1,5 @@
 import type { HandlerFailure } from '../outbox-event.entity';
-import { encodeCursor, keysetTime } from './keyset-cursor.util';
+import { encodeCursor, keysetTime, type KeysetPage } from './keyset-cursor.util';
 import {
   DEAD_LETTER_FILTER,
   NEXT_ATTEMPT,
@@ -69,10 +69,7 @@ export const GROUP_DEAD_LETTERS = `
 `;
 
 /** $1–$11 the filter, $12/$13 the keyset (the previous page's last time and id), $14 the page size (one more than asked: whether a next page exists). */
-export function listParameters(
-  filter: DeadLetterFilter,
-  page: { limit: number; after: { at: string; id: string } | null },
-): unknown[] {
+export function listParameters(filter: DeadLetterFilter, page: KeysetPage): unknown[] {
   return [
     ...deadLetterParameters(filter),
     page.after?.at ?? null,

@@ -1,5 +1,4 @@
-import type { HandlerFailure } from '../outbox-event.entity';
-import { toEvent, type EventRow } from '../event-row.mapping';
+import { toEvent, type DeliveryStateRow, type EventRow } from '../event-row.mapping';
 import { NEXT_ATTEMPT } from './dead-letter-filter.sql';
 import type { OutboxEventDetail, OutboxEventState } from './event.types';
 
@@ -39,16 +38,11 @@ export function findEventParameters(id: string): unknown[] {
   return [id];
 }
 
-export interface DetailRow extends EventRow {
+export interface DetailRow extends EventRow, DeliveryStateRow {
   state: OutboxEventState;
-  attempts: number;
-  deliveries: Record<string, string>;
-  failures: Record<string, HandlerFailure>;
-  last_error: string | null;
   lease_expires_at: Date | null;
   next_attempt_at: Date | null;
   dispatched_at: Date | null;
-  dead_at: Date | null;
   discarded_at: Date | null;
   discard_reason: string | null;
 }

@@ -1,5 +1,5 @@
 import type { OutboxEventList, OutboxEventsFilter } from './event.types';
-import { encodeCursor, keysetTime } from './keyset-cursor.util';
+import { encodeCursor, keysetTime, type KeysetPage } from './keyset-cursor.util';
 import { EVENT_DETAIL_COLUMNS, toEventDetail, type DetailRow } from './event-detail.sql';
 
 /**
@@ -62,10 +62,7 @@ export function readsPerType(filter: OutboxEventsFilter): boolean {
  * $1 types (each once) or null, $2–$5 the other conditions, $6/$7 the keyset, $8 the page size
  * (one more than asked: whether a next page exists).
  */
-export function eventsParameters(
-  filter: OutboxEventsFilter,
-  page: { limit: number; after: { at: string; id: string } | null },
-): unknown[] {
+export function eventsParameters(filter: OutboxEventsFilter, page: KeysetPage): unknown[] {
   return [
     filter.types ? [...new Set(filter.types)] : null,
     filter.organizationId ?? null,

@@ -8,6 +8,12 @@ export interface Keyset {
   tie?: string;
 }
 
+/** A page asked for: its size, and the last row of the page before it (null: the first page). */
+export interface KeysetPage {
+  limit: number;
+  after: Keyset | null;
+}
+
 /** The select-list expression of a keyset time: `column` with microseconds, in UTC. */
 export function keysetTime(column: string): string {
   return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;

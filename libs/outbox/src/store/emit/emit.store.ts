@@ -1,8 +1,8 @@
-import type { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { OutboxEventConflictError, OutboxTransactionRequiredError } from '../../outbox.errors';
 import type { NewOutboxEvent } from '../../outbox-event.types';
 import { ok, type OutboxResult } from '../outbox.result';
-import { StoreClient, type OutboxStoreOptions } from '../store.client';
+import { ClientStore } from '../store.client';
 import {
   ENQUEUE_MAX_ROWS,
   FIND_CONFLICTING,
@@ -58,13 +58,7 @@ export interface EnqueuedEvent {
  * wakes the dispatchers. Misuse (no transaction, a bad event) throws before any write; database
  * failures come back as `{ ok: false, error }`.
  */
-export class OutboxEmitStore {
-  private readonly client: StoreClient;
-
-  constructor(dataSource: DataSource, options: OutboxStoreOptions = {}) {
-    this.client = new StoreClient(dataSource, options);
-  }
-
+export class OutboxEmitStore extends ClientStore {
   /**
    * Writes events through the caller's transaction in one statement and queues a NOTIFY on the
    * same connection, so listeners wake only after COMMIT. Returns, in input order, each id and

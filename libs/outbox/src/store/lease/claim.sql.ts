@@ -1,5 +1,4 @@
-import type { HandlerFailure } from '../outbox-event.entity';
-import { orderingKeyOf, type EventRow } from '../event-row.mapping';
+import { orderingKeyOf, type DeliveryStateRow, type EventRow } from '../event-row.mapping';
 import { typeFilter } from '../store.client';
 import type { ClaimOptions, OutboxRecord } from './lease.types';
 import { heldBehindEarlier } from '../ordering/ordering.sql';
@@ -173,13 +172,8 @@ export function claimParameters(options: ClaimOptions): unknown[] {
 
 const NONE_HELD: readonly string[] = Object.freeze([]);
 
-interface ClaimedRow extends EventRow {
-  attempts: number;
+interface ClaimedRow extends EventRow, DeliveryStateRow {
   lease_expires_ms: number;
-  deliveries: Record<string, string>;
-  failures: Record<string, HandlerFailure>;
-  dead_at: Date | null;
-  last_error: string | null;
   claimed_ms: number;
   due_ms: number;
   held: string[] | null;

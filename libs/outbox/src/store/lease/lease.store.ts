@@ -1,6 +1,5 @@
-import type { DataSource } from 'typeorm';
 import { ok, type OutboxResult } from '../outbox.result';
-import { StoreClient, type OutboxStoreOptions } from '../store.client';
+import { ClientStore, type OutboxStoreOptions } from '../store.client';
 import {
   CLAIM,
   CLAIM_FUNCTION_PRESENT,
@@ -59,18 +58,12 @@ const DEFAULT_COUNT_LIMIT = 1000;
  * back, and reads when the next event is due and how many wait in each state. Database failures
  * come back as `{ ok: false, error }` with a scrubbed `OutboxStoreError`.
  */
-export class OutboxLeaseStore {
-  private readonly client: StoreClient;
-
+export class OutboxLeaseStore extends ClientStore {
   private readonly claimFunction = new ClaimFunction(() =>
     this.client.run('claim', CLAIM_FUNCTION_PRESENT, [], (rows: { present: boolean }[]) =>
       Boolean(rows[0]?.present),
     ),
   );
-
-  constructor(dataSource: DataSource, options: OutboxLeaseStoreOptions = {}) {
-    this.client = new StoreClient(dataSource, options);
-  }
 
   /**
    * The longest a claim can take whatever the database does: it may look up the claim function
