@@ -22,7 +22,7 @@ import {
 } from './outbox.options';
 import { OutboxPublisher } from './emit/outbox.publisher';
 import { AdminStore } from './store/admin/admin.store';
-import { DispatcherReportStore } from './store/dispatcher-report.store';
+import { InstanceReportStore } from './store/instance-report.store';
 import { EventOrdering, OutboxEmitStore } from './store/emit/emit.store';
 import { HandlerTransactionStore } from './store/handler-transaction.store';
 import { OutboxLeaseStore } from './store/lease/lease.store';
@@ -57,7 +57,7 @@ const stores: Provider[] = [
   store(OutboxEmitStore),
   store(HandlerTransactionStore),
   store(AdminStore),
-  store(DispatcherReportStore),
+  store(InstanceReportStore),
   store(RetentionStore),
   store(TestingStore),
 ];

@@ -32,7 +32,7 @@ import { InvalidOutboxAdminQueryError, OutboxAdminChangeInProgressError } from '
 import { isUuid } from '../common/uuid.util';
 import { AdminStore } from '../store/admin/admin.store';
 import { OutboxTelemetry } from '../telemetry/outbox.telemetry';
-import { DISPATCHER_REPORT_MS } from '../engine/outbox.heartbeat';
+import { INSTANCE_REPORT_MS } from '../engine/outbox.heartbeat';
 import {
   checkBlockedKeysFilter,
   checkEventsFilter,
@@ -106,10 +106,10 @@ export class OutboxAdmin {
    * that stopped reporting included for a day, marked `reporting: false`.
    */
   async dispatchers(): Promise<DispatcherInfo[]> {
-    const reports = unwrap(await this.store.listDispatchers());
+    const reports = unwrap(await this.store.listInstances());
     return reports.map(({ silentMs, ...report }) => ({
       ...report,
-      reporting: silentMs < 3 * DISPATCHER_REPORT_MS,
+      reporting: silentMs < 3 * INSTANCE_REPORT_MS,
     }));
   }
 

@@ -20,7 +20,7 @@ import { catchUpDeadSchedule } from './dead-schedule.catch-up';
 import { OutboxExecutor, type ExecutionResult } from './outbox.executor';
 import { OutboxProducer } from './outbox.producer';
 import type { ProducerMode } from './producer.types';
-import { DispatcherReportStore } from '../store/dispatcher-report.store';
+import { InstanceReportStore } from '../store/instance-report.store';
 import { OutboxLeaseStore } from '../store/lease/lease.store';
 import { dueFromPayload } from '../store/wake-payload.sql';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from '../outbox.tokens';
@@ -107,15 +107,15 @@ export class OutboxEngine
   private readonly heartbeat: OutboxHeartbeat;
 
   constructor(
-    dispatcher: EventDispatcher,
+    registry: EventDispatcher,
     runner: HandlerRunner,
     private readonly repository: OutboxLeaseStore,
-    private readonly reports: DispatcherReportStore,
+    private readonly reports: InstanceReportStore,
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
     @Optional() private readonly telemetry: OutboxTelemetry = new OutboxTelemetry(),
   ) {
-    this.completerOptions = completerOptions(options, () => dispatcher.orderedSettles());
+    this.completerOptions = completerOptions(options, () => registry.orderedSettles());
     this.completer = new OutboxCompleter(repository, this.completerOptions, {
       onSettled: () => this.producer.pump(),
       onGiveUp: () => this.producer.pause(),
@@ -126,12 +126,12 @@ export class OutboxEngine
       onStatement: (kind, ms, ok) => this.telemetry.settled(kind, ms, ok),
       onDead: (types) => this.telemetry.dead(types),
     });
-    this.executor = new OutboxExecutor(dispatcher, runner, this.completer, () =>
+    this.executor = new OutboxExecutor(registry, runner, this.completer, () =>
       this.producer.slotFreed(),
     );
     const producerOptions = {
       ...options,
-      skipDead: () => dispatcher.orderedSettles()?.skipDead,
+      skipDead: () => registry.orderedSettles()?.skipDead,
     };
     this.producer = new OutboxProducer(
       repository,
@@ -349,7 +349,7 @@ export class OutboxEngine
   private async halt(): Promise<void> {
     this.current = 'stopping';
     this.producer.stop();
-    // Leaves the list of dispatchers now, not at the end: on a database that stopped answering,
+    // Leaves the list of instances now, not at the end: on a database that stopped answering,
     // a statement sent last would still be connecting when the DataSource closes, and hold it.
     const leaving = this.heartbeat.stop();
     const { shutdownGraceMs } = this.options;

@@ -1,9 +1,9 @@
 import type { OutboxHorizon } from '../horizon.sql';
-import type { DispatcherReport } from '../dispatcher-report.store';
+import type { InstanceReport } from '../instance-report.store';
 import type { StateCounts } from '../lease/lease.types';
 
 /** A dispatcher as `OutboxAdmin.dispatchers` lists it. */
-export interface DispatcherInfo extends DispatcherReport {
+export interface DispatcherInfo extends InstanceReport {
   seenAt: Date;
   /** Reported within the last three report intervals; a process that died stops reporting. */
   reporting: boolean;
