@@ -43,7 +43,7 @@ export type {
   OutboxStatus,
   TypeBacklog,
   MinuteCount,
-  DispatcherInfo,
+  OutboxInstanceInfo,
 } from './store/admin/status.types';
 export {
   OutboxEngine,
@@ -145,6 +145,7 @@ export {
 export {
   OutboxDispatcher,
   type OutboxDispatcherState,
+  type DispatcherInfo,
   OutboxRepository,
   type OutboxRepositoryOptions,
 } from './deprecated';

@@ -22,8 +22,8 @@ import {
   type OutboxEventsPage,
 } from '../store/admin/event.types';
 import {
-  type DispatcherInfo,
   type MinuteCount,
+  type OutboxInstanceInfo,
   type OutboxStatus,
 } from '../store/admin/status.types';
 import { type DeadLetterChangeBatch } from '../store/admin/dead-letter-changes.sql';
@@ -102,15 +102,20 @@ export class OutboxAdmin {
   }
 
   /**
-   * Every dispatcher that reports in (each running instance writes its state every 10 s), those
-   * that stopped reporting included for a day, marked `reporting: false`.
+   * Every running instance of the engine that reports in (each writes its state every 10 s),
+   * those that stopped reporting included for a day, marked `reporting: false`.
    */
-  async dispatchers(): Promise<DispatcherInfo[]> {
+  async instances(): Promise<OutboxInstanceInfo[]> {
     const reports = unwrap(await this.store.listInstances());
     return reports.map(({ silentMs, ...report }) => ({
       ...report,
       reporting: silentMs < 3 * INSTANCE_REPORT_MS,
     }));
+  }
+
+  /** @deprecated Renamed `instances()`: the running instances of the engine. */
+  async dispatchers(): Promise<OutboxInstanceInfo[]> {
+    return this.instances();
   }
 
   /** Events delivered in each of the last `minutes` minutes (1 to 1440, default 60), oldest first. */
