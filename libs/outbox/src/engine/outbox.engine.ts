@@ -73,7 +73,7 @@ export interface EngineProgress {
 }
 
 /**
- * How long the dispatcher's shutdown goes on past `shutdownGraceMs` at most: time for the last
+ * How long the engine's shutdown goes on past `shutdownGraceMs` at most: time for the last
  * settles and the listener's goodbye. Its stop returns within the grace plus this, whatever the
  * database does, and leaves no pool connection checked out.
  */
@@ -169,7 +169,7 @@ export class OutboxEngine
     return this.listener?.state ?? 'idle';
   }
 
-  /** When the running dispatcher was started. */
+  /** When the running engine was started. */
   get runningSince(): Date | null {
     return this.current === 'running' ? this.startedAt : null;
   }
@@ -320,7 +320,7 @@ export class OutboxEngine
       lost: 0,
     };
     if (this.current === 'stopping') return report;
-    // A stopped dispatcher closed its completer and abandoned its handlers; a hand-driven
+    // A stopped engine closed its completer and abandoned its handlers; a hand-driven
     // drain after it starts afresh.
     this.completer.open();
     if (this.abandonController.signal.aborted) this.renewAbandon();
