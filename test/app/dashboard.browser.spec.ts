@@ -99,7 +99,7 @@ let base: string;
 beforeAll(async () => {
   db = await createTestDatabase();
   receiver = await WebhookReceiver.start();
-  // The real dispatcher: two retries 50 ms apart, then the webhook is dead.
+  // The real engine: two retries 50 ms apart, then the webhook is dead.
   app = await createReferenceApp(db.url, {
     WEBHOOK_RETRY_SCHEDULE_MS: '50,50',
     // The receiver listens on 127.0.0.1.
