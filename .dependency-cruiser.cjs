@@ -72,13 +72,13 @@ module.exports = {
     apart(
       'testing-own-store',
       'testing/',
-      'store/(lease|emit|admin|handler-transaction\\.store|retention\\.store|dispatcher-report\\.store)',
-      'The testing kit uses its own store (and the dispatcher, as an app does).',
+      'store/(lease|emit|admin|handler-transaction\\.store|retention\\.store|instance-report\\.store)',
+      'The testing kit uses its own store (and the engine, as an app does).',
     ),
     apart(
       'handlers-own-store',
       'handlers/',
-      'store/(lease|admin|testing\\.store|retention\\.store|dispatcher-report\\.store)',
+      'store/(lease|admin|testing\\.store|retention\\.store|instance-report\\.store)',
       'Transactional handlers record deliveries through their own store.',
     ),
     apart(

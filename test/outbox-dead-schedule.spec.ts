@@ -7,7 +7,7 @@ import { createOutboxApp, eventually } from './support/outbox-app';
 
 /**
  * A dead row's next replay follows the running configuration: written when it died, from that
- * day's `deadRetryMs`, it comes forward when a dispatcher starts with a shorter schedule or with
+ * day's `deadRetryMs`, it comes forward when an engine starts with a shorter schedule or with
  * replays turned back on, and never goes back.
  */
 

@@ -121,15 +121,15 @@ async function settlesWaitingOnLock(): Promise<number[]> {
 }
 
 /**
- * Gives a running dispatcher several chances to claim: each round wakes it, then lets a database
+ * Gives a running engine several chances to claim: each round wakes it, then lets a database
  * round trip and a few turns of the event loop pass, and checks that `check` still holds.
  */
 async function throughClaimChances(
-  dispatcher: OutboxEngine,
+  engine: OutboxEngine,
   check: () => Promise<void>,
 ): Promise<void> {
   for (let round = 0; round < 10; round++) {
-    dispatcher.wake();
+    engine.wake();
     await check();
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
@@ -140,7 +140,7 @@ describe('OutboxModule delivery engine', () => {
     const slow = hold();
     behaviour.set('slow', () => slow.promise);
     const app = await start({ concurrency: 2 });
-    const dispatcher = app.get(OutboxEngine);
+    const engine = app.get(OutboxEngine);
     const [slowId, ...fastIds] = await emit(app, ['slow', 'fast-1', 'fast-2', 'fast-3', 'fast-4']);
 
     await eventually('every fast event is delivered while the slow one runs', () =>
@@ -150,7 +150,7 @@ describe('OutboxModule delivery engine', () => {
     expect(calls.slice(0, 2).map((c) => c.event.id)).toContain(slowId);
     expect(runsOf('slow')).toBe(1);
     expect(await row(slowId)).toMatchObject({ attempts: 1, dispatched_at: null });
-    expect(dispatcher.slots).toEqual({ size: 2, busy: 1, overdue: 0 });
+    expect(engine.slots).toEqual({ size: 2, busy: 1, overdue: 0 });
 
     slow.resolve();
     await eventually('the slow event is delivered', () => delivered([slowId]));
@@ -160,7 +160,7 @@ describe('OutboxModule delivery engine', () => {
     for (const id of [slowId, ...fastIds]) {
       expect(await row(id)).toMatchObject({ attempts: 1, last_error: null });
     }
-    await eventually('every slot is free', () => dispatcher.slots.busy === 0);
+    await eventually('every slot is free', () => engine.slots.busy === 0);
   });
 
   it('an overdue handler that ignores its signal keeps its slot: the next event waits until it really returns', async () => {
@@ -173,7 +173,7 @@ describe('OutboxModule delivery engine', () => {
       leaseMs: 1500,
       retry: { baseMs: 200 },
     });
-    const dispatcher = app.get(OutboxEngine);
+    const engine = app.get(OutboxEngine);
     const [a] = await emit(app, ['a']);
     await eventually('A runs', () => runsOf('a') === 1);
     const [b] = await emit(app, ['b']);
@@ -188,16 +188,16 @@ describe('OutboxModule delivery engine', () => {
 
     // B may wait in the local queue, and goes back once its start would leave its budget no
     // room in the lease; it never starts while A holds the only slot.
-    await throughClaimChances(dispatcher, () => {
+    await throughClaimChances(engine, () => {
       expect(runsOf('b')).toBe(0);
-      expect(dispatcher.slots).toEqual({ size: 1, busy: 1, overdue: 1 });
+      expect(engine.slots).toEqual({ size: 1, busy: 1, overdue: 1 });
       return Promise.resolve();
     });
 
     hung.resolve();
     await eventually('B is delivered and A on its second attempt', () => delivered([a, b]));
-    await eventually('the slot is free', () => dispatcher.slots.busy === 0);
-    expect(dispatcher.slots).toEqual({ size: 1, busy: 0, overdue: 0 });
+    await eventually('the slot is free', () => engine.slots.busy === 0);
+    expect(engine.slots).toEqual({ size: 1, busy: 0, overdue: 0 });
     expect(runsOf('b')).toBe(1);
     expect(runsOf('a')).toBe(2);
     expect(await row(b)).toMatchObject({ attempts: 1 });
@@ -243,7 +243,7 @@ describe('OutboxModule delivery engine', () => {
     const gate = hold();
     behaviour.set('q-1', () => gate.promise);
     const app = await start({ concurrency: 1, tuning: { localQueue: { ttlMs: 300 } } });
-    const dispatcher = app.get(OutboxEngine);
+    const engine = app.get(OutboxEngine);
     const [running, ...queued] = await emit(app, ['q-1', 'q-2', 'q-3']);
     await eventually('q-1 runs', () => runsOf('q-1') === 1);
 
@@ -252,7 +252,7 @@ describe('OutboxModule delivery engine', () => {
         (r) => r.attempts === 0 && r.lease_expires_at === null,
       ),
     );
-    await throughClaimChances(dispatcher, async () => {
+    await throughClaimChances(engine, async () => {
       expect(runsOf('q-2') + runsOf('q-3')).toBe(0);
       for (const r of await Promise.all(queued.map(row))) {
         expect(r).toMatchObject({ attempts: 0, lease_expires_at: null });
@@ -274,7 +274,7 @@ describe('OutboxModule delivery engine', () => {
       leaseMs: 30_000,
       tuning: { lockTimeoutMs: 5000, statementTimeoutMs: 10_000 },
     });
-    const dispatcher = app.get(OutboxEngine);
+    const engine = app.get(OutboxEngine);
     const locker = await lockSession();
     const [id] = await emit(app, ['t-1']);
     await eventually('the handler runs', () => runsOf('t-1') === 1);
@@ -301,8 +301,8 @@ describe('OutboxModule delivery engine', () => {
     expect(await row(id)).toMatchObject({ attempts: 1, lease_expires_at: null, last_error: null });
     expect(Object.keys((await row(id)).deliveries)).toEqual(['run-task']);
     expect(runsOf('t-1')).toBe(1);
-    await eventually('the settle failure is cleared', () => dispatcher.settleFailure === null);
-    expect(dispatcher.state).toBe('running');
+    await eventually('the settle failure is cleared', () => engine.settleFailure === null);
+    expect(engine.state).toBe('running');
   });
 
   it('a held table lock makes the claim time out; the loop delivers once the lock goes', async () => {
@@ -342,7 +342,7 @@ describe('OutboxModule delivery engine', () => {
       handlerTimeoutMs: 300,
       tuning: { lockTimeoutMs: 100, failedDrainRetryMs: 3000 },
     });
-    const dispatcher = app.get(OutboxEngine);
+    const engine = app.get(OutboxEngine);
     const health = app.get(OutboxHealthIndicator);
     // Connected up front, so the lock is taken well within the handler's budget.
     const locker = await lockSession();
@@ -352,12 +352,12 @@ describe('OutboxModule delivery engine', () => {
     // Every try of the first event's settle now fails on the lock timeout.
     await lockRow(locker, first);
     gate.resolve();
-    await eventually('the settle is given up', () => (dispatcher.settleFailure?.lost ?? 0) >= 1);
-    expect(dispatcher.settleFailure!.message).toContain('lock timeout');
-    expect(dispatcher.progress.claiming).toBe('paused');
+    await eventually('the settle is given up', () => (engine.settleFailure?.lost ?? 0) >= 1);
+    expect(engine.settleFailure!.message).toContain('lock timeout');
+    expect(engine.progress.claiming).toBe('paused');
 
     const [second] = await emit(app, ['s-2']);
-    await throughClaimChances(dispatcher, async () => {
+    await throughClaimChances(engine, async () => {
       expect((await row(second)).attempts).toBe(0);
     });
     expect(runsOf('s-2')).toBe(0);
@@ -377,8 +377,8 @@ describe('OutboxModule delivery engine', () => {
     expect(runsOf('s-2')).toBe(1);
     expect(await row(first)).toMatchObject({ attempts: 2 });
     expect(await row(second)).toMatchObject({ attempts: 1 });
-    await eventually('the settle failure is cleared', () => dispatcher.settleFailure === null);
+    await eventually('the settle failure is cleared', () => engine.settleFailure === null);
     expect((await health.isHealthy()).outbox).toMatchObject({ status: 'up' });
-    expect(dispatcher.progress.claiming).toBe('running');
+    expect(engine.progress.claiming).toBe('running');
   });
 });

@@ -105,11 +105,8 @@ it.each([
       typeorm,
       outbox: { retention: { enabled: false }, listen: { reconnectMinMs: 200 } },
     });
-    const dispatcher = app.get(OutboxEngine);
-    await eventually(
-      'the listener to be listening',
-      () => dispatcher.listenerState === 'listening',
-    );
+    const engine = app.get(OutboxEngine);
+    await eventually('the listener to be listening', () => engine.listenerState === 'listening');
     const backends = await query<{ ssl: boolean }>(
       `SELECT s.ssl FROM pg_stat_ssl AS s JOIN pg_stat_activity AS a USING (pid)
        WHERE a.application_name = 'outbox-listener'`,

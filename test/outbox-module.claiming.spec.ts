@@ -13,7 +13,7 @@ import { createOutboxApp, deferred, eventually, useTestLeftovers } from './suppo
 import { eventRow, useTestDatabase } from './support/test-database';
 
 /**
- * What the running dispatcher claims: two instances sharing one table, a `types` filter, and
+ * What the running engine claims: two instances sharing one table, a `types` filter, and
  * back-to-back drains while batches come back full. Every app here runs with autoStart on.
  */
 
@@ -71,7 +71,7 @@ afterEach(() => {
 });
 
 interface Instance {
-  dispatcher: OutboxEngine;
+  engine: OutboxEngine;
   publisher: OutboxPublisher;
   dataSource: DataSource;
   log: InstanceLog;
@@ -87,7 +87,7 @@ async function instance(outbox: OutboxModuleOptions = {}): Promise<Instance> {
   });
   closeAfterTest(app);
   return {
-    dispatcher: app.get(OutboxEngine),
+    engine: app.get(OutboxEngine),
     publisher: app.get(OutboxPublisher),
     dataSource: app.get(DataSource),
     log,
@@ -160,7 +160,7 @@ describe('OutboxModule claiming', () => {
     await eventually('the invoice.paid event delivered', async () => {
       return (await row(paidId)).dispatched_at !== null;
     });
-    expect((await only.dispatcher.drainOnce()).claimed).toBe(0);
+    expect((await only.engine.drainOnce()).claimed).toBe(0);
 
     expect(only.log.calls.map((c) => [c.handler, c.eventId]).sort()).toEqual([
       ['audit-log', paidId],
@@ -177,14 +177,14 @@ describe('OutboxModule claiming', () => {
     });
   });
 
-  it('the running dispatcher drains again at once while batches come back full: 35 events in batches of 10', async () => {
-    // Only a NOTIFY or a full batch can wake the dispatcher here: the poll and the pause after a
+  it('the running engine drains again at once while batches come back full: 35 events in batches of 10', async () => {
+    // Only a NOTIFY or a full batch can wake the engine here: the poll and the pause after a
     // short batch are both ten minutes.
     const claim = jest.spyOn(OutboxLeaseStore.prototype, 'claim');
     const running = await instance({
       tuning: { batchSize: 10, pollIntervalMs: 600_000, idleFloorMs: 600_000 },
     });
-    await eventually('the first drain at start', () => running.dispatcher.lastDrainAt !== null);
+    await eventually('the first drain at start', () => running.engine.lastDrainAt !== null);
 
     const ids = await emit(
       running,

@@ -80,12 +80,12 @@ const t = useOutboxApp(
   { truncateEach: ['outbox_event'] },
 );
 let publisher: OutboxPublisher;
-let dispatcher: OutboxEngine;
+let engine: OutboxEngine;
 let dataSource: DataSource;
 
 beforeAll(() => {
   publisher = t.app.get(OutboxPublisher);
-  dispatcher = t.app.get(OutboxEngine);
+  engine = t.app.get(OutboxEngine);
   dataSource = t.app.get(DataSource);
 });
 
@@ -99,7 +99,7 @@ const paid = invoicePaid;
 /** Drains by hand until a drain claims nothing; retries are due at once with a 1 ms backoff. */
 async function drainUntilIdle(): Promise<void> {
   for (let i = 0; i < 50; i++) {
-    const report = await dispatcher.drainOnce();
+    const report = await engine.drainOnce();
     if (!report.ok) throw report.error ?? new Error('drain failed');
     if (report.claimed === 0) {
       const { rows } = await t.sql.query(
@@ -139,7 +139,7 @@ describe('OutboxModule delivery', () => {
     await dataSource.transaction(async (manager) => {
       id = await publisher.emit(paid(), { manager });
       // Not yet committed: a drain on another connection sees nothing.
-      expect((await dispatcher.drainOnce()).claimed).toBe(0);
+      expect((await engine.drainOnce()).claimed).toBe(0);
     });
     expect(calls).toEqual([]);
     await drainUntilIdle();
@@ -253,7 +253,7 @@ describe('OutboxModule delivery', () => {
       );
     };
     const id = await dataSource.transaction((manager) => publisher.emit(paid(), { manager }));
-    const report = await dispatcher.drainOnce();
+    const report = await engine.drainOnce();
     expect(report).toMatchObject({ claimed: 1, delivered: 0, failed: 1 });
     expect(seen?.aborted).toBe(true);
     expect(String(abortReason)).toContain('did not finish within its 300 ms budget');
@@ -270,7 +270,7 @@ describe('OutboxModule delivery', () => {
     };
     behaviour['webhook-fanout'] = () => Promise.reject(new Error('async boom'));
     const id = await dataSource.transaction((manager) => publisher.emit(paid(), { manager }));
-    const report = await dispatcher.drainOnce();
+    const report = await engine.drainOnce();
     expect(report).toMatchObject({ claimed: 1, failed: 1 });
     const stored = await row(id);
     expect(Object.keys(stored.deliveries)).toEqual(['notification-fanout']);
@@ -315,7 +315,7 @@ describe('OutboxModule delivery', () => {
 
     healthy = true;
     await eventually('the dead event is replayed and delivered', async () => {
-      await dispatcher.drainOnce();
+      await engine.drainOnce();
       return (await row(id)).dispatched_at !== null;
     });
     expect(callsOf('webhook-fanout', id).map((c) => c.ctx.attempt)).toEqual([1, 2, 3, 4]);
@@ -323,19 +323,19 @@ describe('OutboxModule delivery', () => {
     expect(callsOf('dead-watch')).toHaveLength(1);
   });
 
-  it('a dispatcher started and stopped twice is stopped for good the second time', async () => {
+  it('an engine started and stopped twice is stopped for good the second time', async () => {
     const claims = jest.spyOn(OutboxLeaseStore.prototype, 'claim');
     try {
-      await dispatcher.start();
-      await dispatcher.stop();
-      await dispatcher.start();
-      expect(dispatcher.state).toBe('running');
-      await dispatcher.stop();
-      expect(dispatcher.state).toBe('stopped');
+      await engine.start();
+      await engine.stop();
+      await engine.start();
+      expect(engine.state).toBe('running');
+      await engine.stop();
+      expect(engine.state).toBe('stopped');
       const claimsAtStop = claims.mock.calls.length;
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(claims.mock.calls.length).toBe(claimsAtStop);
-      expect(dispatcher.listenerState).toBe('stopped');
+      expect(engine.listenerState).toBe('stopped');
     } finally {
       claims.mockRestore();
     }

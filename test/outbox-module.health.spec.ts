@@ -74,7 +74,7 @@ async function startHealthApp(outbox: OutboxModuleOptions = {}): Promise<INestAp
   return app;
 }
 
-/** Rows written straight to the table: no NOTIFY, so the running dispatcher does not wake. */
+/** Rows written straight to the table: no NOTIFY, so the running engine does not wake. */
 async function insert(columns: Record<string, string>): Promise<string> {
   const names = Object.keys(columns);
   const { rows } = await t.sql.query(
@@ -100,14 +100,14 @@ async function ids(): Promise<string[]> {
 
 describe('OutboxHealthIndicator over HTTP', () => {
   let app: INestApplication;
-  let dispatcher: OutboxEngine;
+  let engine: OutboxEngine;
 
   beforeAll(async () => {
     app = await startHealthApp();
-    dispatcher = app.get(OutboxEngine);
+    engine = app.get(OutboxEngine);
     await eventually(
-      'the dispatcher has drained once and listens',
-      () => dispatcher.lastDrainAt !== null && dispatcher.listenerState === 'listening',
+      'the engine has drained once and listens',
+      () => engine.lastDrainAt !== null && engine.listenerState === 'listening',
     );
   });
 
@@ -146,7 +146,7 @@ describe('OutboxHealthIndicator over HTTP', () => {
       settleFailure: null,
       lastDrainAt: expect.any(String),
     });
-    expect(new Date(outbox.lastDrainAt).getTime()).toBe(dispatcher.lastDrainAt?.getTime());
+    expect(new Date(outbox.lastDrainAt).getTime()).toBe(engine.lastDrainAt?.getTime());
   });
 
   it('stays up (200) for a poison event resting in backoff, however old it is: backoff is not lag', async () => {
@@ -263,13 +263,13 @@ describe('OutboxHealthIndicator while the app shuts down', () => {
     const gate = deferred();
     hold = gate.promise;
     const app = await startHealthApp({ shutdownGraceMs: 10_000 });
-    const dispatcher = app.get(OutboxEngine);
+    const engine = app.get(OutboxEngine);
     let closing: Promise<void> | undefined;
     try {
       await emitAndRun(app);
 
       closing = app.close();
-      await eventually('the dispatcher is stopping', () => dispatcher.state === 'stopping');
+      await eventually('the engine is stopping', () => engine.state === 'stopping');
       // beforeApplicationShutdown has not returned, so the HTTP server still serves.
       const res = await request(app.getHttpServer()).get('/health');
 
@@ -284,14 +284,14 @@ describe('OutboxHealthIndicator while the app shuts down', () => {
       gate.resolve();
       await (closing ?? app.close());
     }
-    expect(dispatcher.state).toBe('stopped');
+    expect(engine.state).toBe('stopped');
   });
 
   it('is down (503) for a probe whose state query was still out when close() began', async () => {
     const gate = deferred();
     hold = gate.promise;
     const app = await startHealthApp({ shutdownGraceMs: 10_000 });
-    const dispatcher = app.get(OutboxEngine);
+    const engine = app.get(OutboxEngine);
     const locker = await t.db.connect();
     let closing: Promise<void> | undefined;
     try {
@@ -312,7 +312,7 @@ describe('OutboxHealthIndicator while the app shuts down', () => {
       });
 
       closing = app.close();
-      await eventually('the dispatcher is stopping', () => dispatcher.state === 'stopping');
+      await eventually('the engine is stopping', () => engine.state === 'stopping');
       await locker.query('ROLLBACK');
       const res = await answer;
 
@@ -345,7 +345,7 @@ describe('OutboxRetentionSweeper on its schedule', () => {
       await insert({}),
       await dead(),
     ].sort();
-    // Nothing handles the live row's lease here: the dispatcher stays off.
+    // Nothing handles the live row's lease here: the engine stays off.
     const app = await createOutboxApp({
       url: t.db.url,
       outbox: { autoStart: false, ...retention },

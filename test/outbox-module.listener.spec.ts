@@ -14,7 +14,7 @@ import { startTcpProxy, type TcpProxy } from './support/tcp-proxy';
 import { eventRow, useTestDatabase } from './support/test-database';
 
 /**
- * The running dispatcher and its LISTEN connection, through the real module: every test uses a
+ * The running engine and its LISTEN connection, through the real module: every test uses a
  * ten-minute poll, so an event that gets delivered was woken by a NOTIFY or by the catch-up
  * drain after a reconnect, never by the poll (eventually gives up after 20 s).
  */
@@ -36,7 +36,7 @@ let pendingState: jest.SpiedFunction<OutboxLeaseStore['nextDue']>;
 const cleanups: Array<() => Promise<void>> = [];
 
 beforeEach(() => {
-  // Every next-due probe of the dispatcher, so a test can wait until its drain is over.
+  // Every next-due probe of the engine, so a test can wait until its drain is over.
   pendingState = jest.spyOn(OutboxLeaseStore.prototype, 'nextDue');
 });
 
@@ -47,7 +47,7 @@ afterEach(async () => {
 
 interface Running {
   app: INestApplication;
-  dispatcher: OutboxEngine;
+  engine: OutboxEngine;
   publisher: OutboxPublisher;
   dataSource: DataSource;
   ledger: Ledger;
@@ -65,13 +65,13 @@ async function start(outbox: OutboxModuleOptions = {}): Promise<Running> {
   cleanups.push(() => app.close());
   const running = {
     app,
-    dispatcher: app.get(OutboxEngine),
+    engine: app.get(OutboxEngine),
     publisher: app.get(OutboxPublisher),
     dataSource: app.get(DataSource),
     ledger: app.get(Ledger),
   };
-  expect(running.dispatcher.state).toBe('running');
-  expect(running.dispatcher.listenerState).toBe('listening');
+  expect(running.engine.state).toBe('running');
+  expect(running.engine.listenerState).toBe('listening');
   return running;
 }
 
@@ -94,7 +94,7 @@ function urlThrough(relay: TcpProxy): string {
   return url.toString();
 }
 
-/** Where the dispatcher stood: its last drain and how often it had asked for its next delay. */
+/** Where the engine stood: its last drain and how often it had asked for its next delay. */
 interface Mark {
   drain: Date | null;
   pendingStateCalls: number;
@@ -103,25 +103,25 @@ interface Mark {
 /** Before the app started: the spy is new in every test. */
 const BEFORE_START: Mark = { drain: null, pendingStateCalls: 0 };
 
-function mark(dispatcher: OutboxEngine): Mark {
-  return { drain: dispatcher.lastDrainAt, pendingStateCalls: pendingState.mock.calls.length };
+function mark(engine: OutboxEngine): Mark {
+  return { drain: engine.lastDrainAt, pendingStateCalls: pendingState.mock.calls.length };
 }
 
 /**
- * Waits until the dispatcher has finished a drain after `since`, probed the next due time for its
+ * Waits until the engine has finished a drain after `since`, probed the next due time for its
  * next delay and planned its next wake. With nothing due that wake is the ten-minute poll, so
  * from here on only a NOTIFY or a reconnect wakes it.
  */
-async function untilAsleep(what: string, dispatcher: OutboxEngine, since: Mark): Promise<void> {
+async function untilAsleep(what: string, engine: OutboxEngine, since: Mark): Promise<void> {
   await eventually(what, () => {
-    const last = dispatcher.lastDrainAt;
+    const last = engine.lastDrainAt;
     return (
       last !== null &&
       last !== since.drain &&
       pendingState.mock.calls.length > since.pendingStateCalls
     );
   });
-  // Once the probe has answered, the dispatcher only plans its timer.
+  // Once the probe has answered, the engine only plans its timer.
   await Promise.allSettled(pendingState.mock.results.map((result) => result.value as unknown));
   await new Promise((resolve) => setImmediate(resolve));
 }
@@ -141,7 +141,7 @@ function delivered(running: Running, id: string): boolean {
   return running.ledger.calls.some((event) => event.id === id);
 }
 
-/** Backend pids of the dispatcher's LISTEN connection on this test's database. */
+/** Backend pids of the engine's LISTEN connection on this test's database. */
 async function listenerBackends(): Promise<number[]> {
   const { rows } = await t.sql.query<{ pid: number }>(
     `SELECT pid FROM pg_stat_activity WHERE application_name = 'outbox-listener' AND datname = $1`,
@@ -155,7 +155,7 @@ const row = (id: string) => eventRow(t.sql, id);
 describe('OutboxModule listener', () => {
   it('delivers an event promptly on its NOTIFY although the poll is ten minutes away', async () => {
     const running = await start();
-    await untilAsleep('the first drain at start', running.dispatcher, BEFORE_START);
+    await untilAsleep('the first drain at start', running.engine, BEFORE_START);
 
     const id = await emit(running, paid('inv-notify'));
     await eventually('the NOTIFY-woken delivery', () => delivered(running, id));
@@ -168,7 +168,7 @@ describe('OutboxModule listener', () => {
   it('reconnects after pg_terminate_backend and the catch-up drain delivers an event written while it was down', async () => {
     // The reconnect waits at least 900 ms (1000 less jitter): the event commits well before.
     const running = await start({ listen: { reconnectMinMs: 1000 } });
-    await untilAsleep('the first drain at start', running.dispatcher, BEFORE_START);
+    await untilAsleep('the first drain at start', running.engine, BEFORE_START);
     const [killed] = await listenerBackends();
     expect(killed).toBeDefined();
 
@@ -178,17 +178,17 @@ describe('OutboxModule listener', () => {
     );
     expect(rows).toEqual([{ terminated: true }]);
     await eventually('the listener to notice', () => {
-      return running.dispatcher.listenerState === 'reconnecting';
+      return running.engine.listenerState === 'reconnecting';
     });
 
     // Its NOTIFY reaches nobody: only the drain after the reconnect can find it.
     const id = await emit(running, paid('inv-missed'));
-    expect(running.dispatcher.listenerState).toBe('reconnecting');
+    expect(running.engine.listenerState).toBe('reconnecting');
     expect(delivered(running, id)).toBe(false);
 
     await eventually('the catch-up delivery', () => delivered(running, id));
     await eventually('the listener to be back', () => {
-      return running.dispatcher.listenerState === 'listening';
+      return running.engine.listenerState === 'listening';
     });
     const now = await listenerBackends();
     expect(now).toHaveLength(1);
@@ -201,21 +201,21 @@ describe('OutboxModule listener', () => {
     const running = await start({
       listen: { connectionString: urlThrough(relay), probeIntervalMs: 200, queryTimeoutMs: 300 },
     });
-    await untilAsleep('the first drain at start', running.dispatcher, BEFORE_START);
+    await untilAsleep('the first drain at start', running.engine, BEFORE_START);
     expect(relay.connections).toHaveLength(1);
-    const before = mark(running.dispatcher);
+    const before = mark(running.engine);
 
     relay.blackhole();
     await eventually('the probe to give up on the half-open connection', () => {
       return relay.connections[0].clientClosed;
     });
     await eventually('a new LISTEN connection through the proxy', () => {
-      return relay.connections.length === 2 && running.dispatcher.listenerState === 'listening';
+      return relay.connections.length === 2 && running.engine.listenerState === 'listening';
     });
     expect(relay.connections[1].blackholed).toBe(false);
     // The reconnect wakes a catch-up drain; once it is over, only a NOTIFY on the new connection
-    // can wake the dispatcher.
-    await untilAsleep('the catch-up drain after the reconnect', running.dispatcher, before);
+    // can wake the engine.
+    await untilAsleep('the catch-up drain after the reconnect', running.engine, before);
 
     const id = await emit(running, paid('inv-after-half-open'));
     await eventually('the delivery woken through the new connection', () => {

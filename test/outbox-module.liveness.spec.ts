@@ -66,7 +66,7 @@ beforeEach(() => {
 async function startApp(
   outbox: OutboxModuleOptions = {},
   url = t.db.url,
-): Promise<{ app: INestApplication; dispatcher: OutboxEngine }> {
+): Promise<{ app: INestApplication; engine: OutboxEngine }> {
   const app = await createOutboxApp({
     url,
     outbox: { retention: { enabled: false }, ...outbox },
@@ -76,7 +76,7 @@ async function startApp(
   });
   closeAfterTest(app);
   await app.listen(0);
-  return { app, dispatcher: app.get(OutboxEngine) };
+  return { app, engine: app.get(OutboxEngine) };
 }
 
 async function emit(app: INestApplication, payload: Record<string, unknown> = {}): Promise<void> {
@@ -95,9 +95,9 @@ function blockEventLoop(ms: number): void {
 }
 
 describe('OutboxLivenessIndicator', () => {
-  it("is up (200) on a running dispatcher with this process's figures, and nothing else", async () => {
-    const { app, dispatcher } = await startApp();
-    await eventually('the dispatcher has drained once', () => dispatcher.lastDrainAt !== null);
+  it("is up (200) on a running engine with this process's figures, and nothing else", async () => {
+    const { app, engine } = await startApp();
+    await eventually('the engine has drained once', () => engine.lastDrainAt !== null);
 
     const res = await live(app);
 
@@ -123,11 +123,11 @@ describe('OutboxLivenessIndicator', () => {
     url.host = `127.0.0.1:${proxy.port}`;
     try {
       // Short bounds and a fast poll: claims go out one after another, each waiting its bound.
-      const { app, dispatcher } = await startApp(
+      const { app, engine } = await startApp(
         { tuning: { statementTimeoutMs: 100, pollIntervalMs: 100, failedDrainRetryMs: 50 } },
         url.toString(),
       );
-      await eventually('the dispatcher has drained once', () => dispatcher.lastDrainAt !== null);
+      await eventually('the engine has drained once', () => engine.lastDrainAt !== null);
       const claimBound = app.get(OutboxLeaseStore).longestClaimMs + CLAIM_WEDGED_MARGIN_MS;
 
       // Open connections go silent and new ones are accepted but never answered.
@@ -184,8 +184,8 @@ describe('OutboxLivenessIndicator', () => {
   });
 
   it('goes down when a claim of its loop has waited past the longest any claim may take: the engine is wedged', async () => {
-    const { app, dispatcher } = await startApp({ tuning: { statementTimeoutMs: 100 } });
-    await eventually('the dispatcher has drained once', () => dispatcher.lastDrainAt !== null);
+    const { app, engine } = await startApp({ tuning: { statementTimeoutMs: 100 } });
+    await eventually('the engine has drained once', () => engine.lastDrainAt !== null);
     const repository = app.get(OutboxLeaseStore);
     const claimBound = repository.longestClaimMs + CLAIM_WEDGED_MARGIN_MS;
     // The store bounds every claim, so only a fault in the process can keep one out this long:
@@ -193,7 +193,7 @@ describe('OutboxLivenessIndicator', () => {
     const gate = hold();
     const claim = repository.claim.bind(repository);
     repository.claim = (options: ClaimOptions) => gate.promise.then(() => claim(options));
-    dispatcher.wake();
+    engine.wake();
 
     await eventually(
       'a claim is out',
@@ -216,7 +216,7 @@ describe('OutboxLivenessIndicator', () => {
 
   it('goes down when every slot has been held for overdueSlotsMs by handlers past their budget that ignore their signal; a free slot keeps it up', async () => {
     const secret = 'payload-secret-4b1d9c';
-    const { app, dispatcher } = await startApp({
+    const { app, engine } = await startApp({
       concurrency: 2,
       handlerTimeoutMs: 200,
       // A timed-out event is not due again while the test looks: it stays in its own slot.
@@ -229,7 +229,7 @@ describe('OutboxLivenessIndicator', () => {
     behaviour = () => gate.promise;
 
     await emit(app, { secret });
-    await eventually('one slot is overdue', () => dispatcher.slots.overdue === 1);
+    await eventually('one slot is overdue', () => engine.slots.overdue === 1);
     await new Promise((resolve) => setTimeout(resolve, 1500));
     const oneOverdue = await live(app);
     expect(oneOverdue.status).toBe(200);
@@ -239,7 +239,7 @@ describe('OutboxLivenessIndicator', () => {
     });
 
     await emit(app, { secret });
-    await eventually('both slots are overdue', () => dispatcher.slots.overdue === 2);
+    await eventually('both slots are overdue', () => engine.slots.overdue === 2);
     const justOverdue = await live(app);
     expect(justOverdue.status).toBe(200);
     expect(justOverdue.body.info.outbox.slotsOverdueMs).toBeLessThan(1000);
@@ -259,7 +259,7 @@ describe('OutboxLivenessIndicator', () => {
 
   it('reports figures only: no payload, handler error, connection string or option', async () => {
     const secret = 'handler-secret-7e2f0a';
-    const { app, dispatcher } = await startApp({
+    const { app, engine } = await startApp({
       listen: { connectionString: t.db.url },
       maxAttempts: 1,
     });
@@ -269,7 +269,7 @@ describe('OutboxLivenessIndicator', () => {
       const { rows } = await t.sql.query('SELECT 1 FROM outbox_event WHERE dead_at IS NOT NULL');
       return rows.length === 1;
     });
-    await eventually('the dispatcher listens', () => dispatcher.listenerState === 'listening');
+    await eventually('the engine listens', () => engine.listenerState === 'listening');
 
     const res = await live(app);
 
@@ -283,8 +283,8 @@ describe('OutboxLivenessIndicator', () => {
     }
   });
 
-  it('stays up (200) while the app shuts down and readiness reports the dispatcher stopping', async () => {
-    const { app, dispatcher } = await startApp({ shutdownGraceMs: 10_000 });
+  it('stays up (200) while the app shuts down and readiness reports the engine stopping', async () => {
+    const { app, engine } = await startApp({ shutdownGraceMs: 10_000 });
     const gate = hold();
     behaviour = () => gate.promise;
     await emit(app);
@@ -292,7 +292,7 @@ describe('OutboxLivenessIndicator', () => {
 
     const closing = close(app);
     try {
-      await eventually('the dispatcher is stopping', () => dispatcher.state === 'stopping');
+      await eventually('the engine is stopping', () => engine.state === 'stopping');
       const readiness = await ready(app);
       const liveness = await live(app);
 
@@ -311,7 +311,7 @@ describe('OutboxLivenessIndicator', () => {
     }
   });
 
-  it('is up on an API pod whose dispatcher never starts (autoStart: false)', async () => {
+  it('is up on an API pod whose engine never starts (autoStart: false)', async () => {
     const { app } = await startApp({ autoStart: false });
 
     const res = await live(app);

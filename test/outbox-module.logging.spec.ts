@@ -44,10 +44,10 @@ describe('OutboxModule logs', () => {
     const app = await start(logs, { maxAttempts: 2, retry: { baseMs: 1, maxMs: 1, jitter: 0 } });
     try {
       const id = await emitCommitted(app, memberInvited());
-      const dispatcher = app.get(OutboxEngine);
-      await dispatcher.drainOnce();
+      const engine = app.get(OutboxEngine);
+      await engine.drainOnce();
       await new Promise((resolve) => setTimeout(resolve, 20));
-      await dispatcher.drainOnce();
+      await engine.drainOnce();
 
       const failures = logs.matching('warn', `member.invited ${id} failed attempt 1 (push-to-crm)`);
       expect(failures).toHaveLength(1);

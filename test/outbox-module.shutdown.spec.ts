@@ -38,10 +38,10 @@ let handlerDone = false;
 
 @Injectable()
 class FeatureClient implements OnModuleDestroy {
-  constructor(private readonly dispatcher: OutboxEngine) {}
+  constructor(private readonly engine: OutboxEngine) {}
 
   onModuleDestroy() {
-    seenAtFeatureDestroy.push({ state: this.dispatcher.state, handlerDone });
+    seenAtFeatureDestroy.push({ state: this.engine.state, handlerDone });
   }
 }
 
@@ -86,19 +86,19 @@ describe('OutboxModule shutdown', () => {
     const gate = hold();
     behaviour = () => gate.promise;
     const app = await start({ shutdownGraceMs: 10_000 });
-    const dispatcher = app.get(OutboxEngine);
+    const engine = app.get(OutboxEngine);
     const [id] = await emit(app, ['m-1']);
     await eventually('the handler is running', () => calls.length === 1);
 
     let closed = false;
     const closing = close(app).then(() => (closed = true));
-    await eventually('the dispatcher is stopping', () => dispatcher.state === 'stopping');
+    await eventually('the engine is stopping', () => engine.state === 'stopping');
     // The handler still holds the drain, so close() cannot have returned.
     expect(closed).toBe(false);
     gate.resolve();
     await closing;
 
-    expect(dispatcher.state).toBe('stopped');
+    expect(engine.state).toBe('stopped');
     expect(calls).toHaveLength(1);
     expect(calls[0].ctx.signal.aborted).toBe(false);
     const stored = await row(id);
@@ -118,7 +118,7 @@ describe('OutboxModule shutdown', () => {
     // The grace runs out long before the handler budget, which runs out before the lease.
     const options = { shutdownGraceMs: 300, handlerTimeoutMs: 1000, leaseMs: 3000 };
     const first = await start(options);
-    const dispatcher = first.get(OutboxEngine);
+    const engine = first.get(OutboxEngine);
     const [id] = await emit(first, ['m-1']);
     await eventually('the handler is running', () => calls.length === 1);
 
@@ -128,7 +128,7 @@ describe('OutboxModule shutdown', () => {
 
     // close() returned although the handler's promise was never resolved.
     expect(hungHandlerReturned).toBe(false);
-    expect(dispatcher.state).toBe('stopped');
+    expect(engine.state).toBe('stopped');
     const signal = calls[0].ctx.signal;
     expect(signal.aborted).toBe(true);
     expect(String(signal.reason)).toContain('abandoned at shutdown');
@@ -166,7 +166,7 @@ describe('OutboxModule shutdown', () => {
       shutdownGraceMs: 10_000,
       tuning: { localQueue: { size: 0 } },
     });
-    const dispatcher = app.get(OutboxEngine);
+    const engine = app.get(OutboxEngine);
     const ids = await emit(app, ['m-1', 'm-2', 'm-3']);
     await eventually('the first handler is running', () => calls.length === 1);
 
@@ -178,10 +178,10 @@ describe('OutboxModule shutdown', () => {
     for (const id of waitingIds) {
       expect(await row(id)).toMatchObject({ attempts: 0, lease_expires_at: null, due: true });
     }
-    expect(dispatcher.slots).toEqual({ size: 1, busy: 1, overdue: 0 });
+    expect(engine.slots).toEqual({ size: 1, busy: 1, overdue: 0 });
 
     const closing = close(app);
-    await eventually('the dispatcher is stopping', () => dispatcher.state === 'stopping');
+    await eventually('the engine is stopping', () => engine.state === 'stopping');
     gate.resolve();
     await closing;
 
@@ -213,7 +213,7 @@ describe('OutboxModule shutdown', () => {
       tuning: { pollIntervalMs: 120_000, localQueue: { ttlMs: 60_000 } },
     };
     const first = await start(options);
-    const dispatcher = first.get(OutboxEngine);
+    const engine = first.get(OutboxEngine);
     const ids = await emit(first, ['m-1', 'm-2', 'm-3']);
     let runningId = '';
     let queuedIds: string[] = [];
@@ -224,14 +224,14 @@ describe('OutboxModule shutdown', () => {
       const rows = await Promise.all(queuedIds.map(row));
       return rows.every((r) => r.attempts === 1 && r.leased);
     });
-    expect(dispatcher.slots).toEqual({ size: 1, busy: 1, overdue: 0 });
+    expect(engine.slots).toEqual({ size: 1, busy: 1, overdue: 0 });
 
     const peer = await start({
       ...options,
       tuning: { ...options.tuning, localQueue: { size: 0 } },
     });
     const closing = close(first);
-    await eventually('the first instance is stopping', () => dispatcher.state === 'stopping');
+    await eventually('the first instance is stopping', () => engine.state === 'stopping');
     await eventually('the peer delivers the queued events', async () =>
       (await Promise.all(queuedIds.map(row))).every((r) => r.dispatched_at !== null),
     );
@@ -283,12 +283,12 @@ describe('OutboxModule shutdown', () => {
       imports: [FeatureModule],
     });
     closeAfterTest(app);
-    const dispatcher = app.get(OutboxEngine);
+    const engine = app.get(OutboxEngine);
     await emit(app, ['m-1']);
     await eventually('the handler is running', () => calls.length === 1);
 
     const closing = close(app);
-    await eventually('the dispatcher is stopping', () => dispatcher.state === 'stopping');
+    await eventually('the engine is stopping', () => engine.state === 'stopping');
     // The feature module is still intact while the handler runs.
     expect(seenAtFeatureDestroy).toEqual([]);
     gate.resolve();
@@ -312,7 +312,7 @@ describe('OutboxModule shutdown', () => {
       providers: [Mailer],
     });
     try {
-      const dispatcher = app.get(OutboxEngine);
+      const engine = app.get(OutboxEngine);
       await emit(app, ['m-1']);
       await eventually('the handler is running', () => calls.length === 1);
 
@@ -321,10 +321,10 @@ describe('OutboxModule shutdown', () => {
       proxy.blackhole();
       gate.resolve();
       const stopStarted = Date.now();
-      await dispatcher.stop();
+      await engine.stop();
       const stopTookMs = Date.now() - stopStarted;
 
-      expect(dispatcher.state).toBe('stopped');
+      expect(engine.state).toBe('stopped');
       // The documented bound, with room for a loaded machine; without it this waits a minute.
       expect(stopTookMs).toBeLessThan(options.shutdownGraceMs + SHUTDOWN_MARGIN_MS + 3000);
     } finally {
@@ -333,14 +333,14 @@ describe('OutboxModule shutdown', () => {
     }
   });
 
-  it("the dispatcher's state goes running, then stopping while a handler holds the drain, then stopped", async () => {
+  it("the engine's state goes running, then stopping while a handler holds the drain, then stopped", async () => {
     const gate = hold();
     behaviour = () => gate.promise;
     const app = await start({ shutdownGraceMs: 10_000 });
-    const dispatcher = app.get(OutboxEngine);
+    const engine = app.get(OutboxEngine);
     const seen: OutboxEngineState[] = [];
     const observe = () => {
-      if (seen[seen.length - 1] !== dispatcher.state) seen.push(dispatcher.state);
+      if (seen[seen.length - 1] !== engine.state) seen.push(engine.state);
     };
     observe();
     await emit(app, ['m-1']);
@@ -350,9 +350,9 @@ describe('OutboxModule shutdown', () => {
     const sampler = setInterval(observe, 1);
     try {
       const closing = close(app);
-      await eventually('the dispatcher is stopping', () => {
+      await eventually('the engine is stopping', () => {
         observe();
-        return dispatcher.state === 'stopping';
+        return engine.state === 'stopping';
       });
       gate.resolve();
       await closing;

@@ -11,12 +11,12 @@ import { createOutboxApp } from './support/outbox-app';
 import { useTestDatabase } from './support/test-database';
 
 /**
- * Per-key ordering under concurrency, randomized: 4 dispatchers over one database, 3 producers
+ * Per-key ordering under concurrency, randomized: 4 instances over one database, 3 producers
  * emitting into 50 keys (each producer's transactions one after another, some holding two events
  * of one key), an ordered handler failing a fifth of its first tries, an unordered one beside it.
  */
 
-const DISPATCHERS = 4;
+const INSTANCES = 4;
 const PRODUCERS = 3;
 const TRANSACTIONS = 60;
 const KEYS = 50;
@@ -58,7 +58,7 @@ const t = useTestDatabase();
 const apps: INestApplication[] = [];
 
 beforeAll(async () => {
-  for (let i = 0; i < DISPATCHERS; i++) {
+  for (let i = 0; i < INSTANCES; i++) {
     apps.push(
       await createOutboxApp({
         url: t.db.url,
@@ -78,12 +78,12 @@ afterAll(async () => {
   for (const app of apps) await app.close();
 });
 
-it('every key reaches the ordered handler in commit order, one event at a time, across 4 dispatchers', async () => {
+it('every key reaches the ordered handler in commit order, one event at a time, across 4 instances', async () => {
   const emitted = new Map<string, Payload[]>();
   const ids: string[] = [];
   await Promise.all(
     Array.from({ length: PRODUCERS }, async (_, producer) => {
-      const app = apps[producer % DISPATCHERS];
+      const app = apps[producer % INSTANCES];
       let seq = 0;
       for (let i = 0; i < TRANSACTIONS; i++) {
         const key = `acct:${Math.floor(Math.random() * KEYS)}`;

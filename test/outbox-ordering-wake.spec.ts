@@ -6,7 +6,7 @@ import { nestedPlans, rowsRead, tableScans } from './support/query-plans';
 import { NEVER_DUE } from '../libs/outbox/src/store/outbox-row.sql';
 
 /**
- * A settle that frees a key makes the next event of the key due and wakes the dispatchers, as an
+ * A settle that frees a key makes the next event of the key due and wakes the instances, as an
  * emit does: with the poll an hour away, a key's queue still runs one event after another.
  */
 

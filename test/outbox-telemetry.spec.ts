@@ -268,8 +268,8 @@ describe('listener reconnects', () => {
       providers: [],
     });
     try {
-      const dispatcher = listening.get(OutboxEngine);
-      await eventually('listening', () => dispatcher.listenerState === 'listening');
+      const engine = listening.get(OutboxEngine);
+      await eventually('listening', () => engine.listenerState === 'listening');
       const before = sum(await collect(), 'outbox.listener.reconnects');
       const terminated = await t.db.dataSource.query<{ done: boolean }[]>(
         `SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity
@@ -280,7 +280,7 @@ describe('listener reconnects', () => {
         'the reconnect counted',
         async () => sum(await collect(), 'outbox.listener.reconnects') === before + 1,
       );
-      expect(dispatcher.listenerState).toBe('listening');
+      expect(engine.listenerState).toBe('listening');
     } finally {
       await listening.close();
     }

@@ -88,10 +88,10 @@ const emit = (overrides: Parameters<typeof invoicePaid>[0] = {}) =>
   emitCommitted(t.app, invoicePaid(overrides));
 
 describe('outboxTestingOptions', () => {
-  it('keeps the dispatcher, its LISTEN connection and its timers off until a test drains', async () => {
-    const dispatcher = t.app.get(OutboxEngine);
-    expect(dispatcher.state).toBe('idle');
-    expect(dispatcher.listenerState).toBe('disabled');
+  it('keeps the engine, its LISTEN connection and its timers off until a test drains', async () => {
+    const engine = t.app.get(OutboxEngine);
+    expect(engine.state).toBe('idle');
+    expect(engine.listenerState).toBe('disabled');
     const listening = await dataSource.query(
       `SELECT count(*)::int AS n FROM pg_stat_activity
        WHERE datname = current_database() AND query ILIKE 'LISTEN%'`,

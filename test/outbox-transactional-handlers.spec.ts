@@ -111,10 +111,10 @@ const t = useTestApp(
   },
   { truncateEach: ['outbox_event', 'effect', 'counter'] },
 );
-let dispatcher: OutboxEngine;
+let engine: OutboxEngine;
 
 beforeAll(() => {
-  dispatcher = t.app.get(OutboxEngine);
+  engine = t.app.get(OutboxEngine);
 });
 
 beforeEach(async () => {
@@ -140,7 +140,7 @@ const outboxRow = (id: string) => eventRow(t.sql, id);
 describe('transactional handlers', () => {
   it("commit the handler's writes with its delivery record", async () => {
     const id = await emit(paid());
-    const report = await dispatcher.drainOnce();
+    const report = await engine.drainOnce();
 
     expect(report).toMatchObject({ claimed: 1, delivered: 1, failed: 0 });
     expect(await effects(id)).toBe(1);
@@ -165,7 +165,7 @@ describe('transactional handlers', () => {
     };
     await emit(paid({ aggregateId: 'inv-iso' }));
     await emit(report);
-    await dispatcher.drainOnce();
+    await engine.drainOnce();
     expect(levelsSeen.sort()).toEqual(['ledger: read committed', 'repeatable read']);
 
     // An app without @nestjs-cls/transactional: the outbox opens the transaction itself.
@@ -195,12 +195,12 @@ describe('transactional handlers', () => {
     };
     const id = await emit(paid());
 
-    expect(await dispatcher.drainOnce()).toMatchObject({ claimed: 1, failed: 1 });
+    expect(await engine.drainOnce()).toMatchObject({ claimed: 1, failed: 1 });
     expect(await effects(id)).toBe(0);
     expect((await outboxRow(id)).deliveries).toEqual({});
 
     await new Promise((resolve) => setTimeout(resolve, 5));
-    expect(await dispatcher.drainOnce()).toMatchObject({ claimed: 1, delivered: 1 });
+    expect(await engine.drainOnce()).toMatchObject({ claimed: 1, delivered: 1 });
     expect(await effects(id)).toBe(1);
   });
 
@@ -212,7 +212,7 @@ describe('transactional handlers', () => {
       await proceed.promise;
     };
     const id = await emit(paid());
-    const drained = dispatcher.drainOnce();
+    const drained = engine.drainOnce();
     await running.promise;
     // The lease runs out and another instance claims the event, as after a stall.
     await t.sql.query(
@@ -238,7 +238,7 @@ describe('transactional handlers', () => {
     };
     const id = await emit(paid());
 
-    const report = await dispatcher.drainOnce();
+    const report = await engine.drainOnce();
     expect(report).toMatchObject({ claimed: 1, failed: 1 });
     // The row lock is free: this would wait (and fail at lock_timeout) if the transaction lived.
     await t.sql.query(`SET lock_timeout = '2s'`);
@@ -272,7 +272,7 @@ describe('transactional handlers', () => {
       imports: [clsTransactionsModule()],
     });
     await stuck.promise;
-    // The dispatcher's stop, as the first shutdown step: the DataSource is still open, so what
+    // The engine's stop, as the first shutdown step: the DataSource is still open, so what
     // frees the lock is the rollback, not the pool closing its connections.
     await worker.get(OutboxEngine).stop();
 
@@ -294,7 +294,7 @@ describe('transactional handlers', () => {
       `UPDATE outbox_event SET lease_expires_at = now(), next_attempt_at = now() WHERE id = $1`,
       [id],
     );
-    expect(await dispatcher.drainOnce()).toMatchObject({ claimed: 1, delivered: 1 });
+    expect(await engine.drainOnce()).toMatchObject({ claimed: 1, delivered: 1 });
     expect(await effects(id)).toBe(1);
   });
 
@@ -312,7 +312,7 @@ describe('transactional handlers', () => {
     };
     const id = await emit(paid());
 
-    const report = await dispatcher.drainOnce();
+    const report = await engine.drainOnce();
     expect(report).toMatchObject({ claimed: 1, failed: 1 });
     expect(await outcome.promise).toBe('Connection terminated');
     await eventually('the cancelled statement is gone from the server', async () => {
@@ -351,7 +351,7 @@ describe('transactional handlers', () => {
     };
     const root = await emit(paid());
     const chained = await emit(paid({ correlationId: 'corr-7', aggregateId: 'inv-9' }));
-    await dispatcher.drainOnce();
+    await engine.drainOnce();
 
     const { rows } = await t.sql.query(
       `SELECT id, causation_id, correlation_id, request_id, organization_id FROM outbox_event
@@ -383,12 +383,12 @@ describe('transactional handlers', () => {
     };
     const id = await emit(paid());
 
-    await dispatcher.drainOnce();
+    await engine.drainOnce();
     const follow = `SELECT count(*)::int AS n FROM outbox_event WHERE causation_id = $1`;
     expect((await t.sql.query(follow, [id])).rows[0].n).toBe(0);
 
     await new Promise((resolve) => setTimeout(resolve, 5));
-    await dispatcher.drainOnce();
+    await engine.drainOnce();
     expect((await t.sql.query(follow, [id])).rows[0].n).toBe(1);
   });
 
@@ -398,7 +398,7 @@ describe('transactional handlers', () => {
       late = ctx.emit;
     };
     await emit(paid());
-    await dispatcher.drainOnce();
+    await engine.drainOnce();
 
     await expect(
       late!({ type: 'too.late', aggregateType: 't', aggregateId: '1', payload: {} }),
@@ -417,10 +417,10 @@ describe('transactional handlers', () => {
       payload: {},
     });
 
-    await dispatcher.drainOnce();
+    await engine.drainOnce();
     expect(await effects(id)).toBe(0);
     await new Promise((resolve) => setTimeout(resolve, 5));
-    await dispatcher.drainOnce();
+    await engine.drainOnce();
     expect(await effects(id)).toBe(1);
     expect(Object.keys((await outboxRow(id)).deliveries)).toEqual(['services']);
   });

@@ -48,7 +48,7 @@ afterEach(async () => {
 });
 
 async function start(outbox: OutboxModuleOptions): Promise<INestApplication> {
-  // The poll is far beyond the 20 s `eventually` bound: only a NOTIFY can wake the dispatcher.
+  // The poll is far beyond the 20 s `eventually` bound: only a NOTIFY can wake the engine.
   app = await createOutboxApp({
     url: database.db.url,
     outbox: withDefaults({ tuning: { pollIntervalMs: 600_000 } }, outbox),

@@ -70,7 +70,7 @@ async function withBrokers<T>(run: (brokers: Broker[]) => Promise<T>): Promise<T
   }
 }
 
-/** Burn-down of a fresh backlog of EVENTS rows through the given app's dispatcher: events/s. */
+/** Burn-down of a fresh backlog of EVENTS rows through the given app's engine: events/s. */
 async function burnDown(
   sql: Client,
   url: string,
@@ -128,7 +128,7 @@ export const relay: Scenario = {
 
 /**
  * Inbox receive rate: EVENTS messages waiting in each broker, received into an empty outbox
- * (emitted in one transaction per batch, acked after the commit), dispatcher off.
+ * (emitted in one transaction per batch, acked after the commit), engine off.
  */
 export const inbox: Scenario = {
   name: 'inbox',

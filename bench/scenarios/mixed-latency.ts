@@ -5,7 +5,7 @@ import { formatLatency } from '../support/percentiles';
 import { ms, note } from '../support/report';
 import type { Scenario } from './scenario';
 
-/** The same handler mix at 100 events/s, one event per transaction, dispatcher idle. */
+/** The same handler mix at 100 events/s, one event per transaction, engine idle. */
 export const mixedLatency: Scenario = {
   name: 'mixed-latency',
   title: `mixed handlers, commit→handler start at ${RATE_PER_SECOND} events/s for ${LATENCY_SECONDS} s`,

@@ -114,7 +114,7 @@ async function condition(
 /**
  * 8 concurrent producers, one emit per TypeORM transaction each, against 8 loops of the bare
  * INSERT in the same transaction shape (alternating 1 s blocks), with the relays stopped and
- * with the module's dispatcher running in the same process, under default options and with
+ * with the module's engine running in the same process, under default options and with
  * coalesced wakes.
  */
 export const producers: Scenario = {

@@ -10,7 +10,7 @@ export interface AppOptions {
   handler: HandlerKind | null;
   /** More modules: a relay, an inbox. */
   imports?: DynamicModule[];
-  /** Start the dispatcher at bootstrap. */
+  /** Start the engine at bootstrap. */
   autoStart: boolean;
   /** Module options on top of BENCH_OUTBOX_OPTIONS (they win). */
   outbox?: OutboxModuleOptions;

@@ -6,7 +6,7 @@ import { countDelivered, waitUntilSettled } from './database';
 import { count } from './report';
 
 export interface BurnDown {
-  /** Events delivered per second, from the dispatcher's start to the last settle. */
+  /** Events delivered per second, from the engine's start to the last settle. */
   rate: number;
   delivered: number;
   /** Every live row was settled within the timeout. */
@@ -14,7 +14,7 @@ export interface BurnDown {
 }
 
 /**
- * Starts the app's dispatcher on the backlog in the table and waits until no live row is left,
+ * Starts the app's engine on the backlog in the table and waits until no live row is left,
  * or `timeoutMs` passes: then the rate is over what was delivered so far.
  */
 export async function timeBurnDown(

@@ -10,7 +10,7 @@ import { eventIndex, mixedDelayMs } from './events';
 
 /**
  * The benchmark's handlers. What they record is up to the scenario: it sets `handlerHooks`
- * before it starts a dispatcher (the default records nothing, so a long run keeps no per-event
+ * before it starts an engine (the default records nothing, so a long run keeps no per-event
  * state that would show up in its memory).
  */
 export const handlerHooks: {

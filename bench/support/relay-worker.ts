@@ -2,7 +2,7 @@
  * A relay in a process of its own, so its CPU and memory can be measured apart from the bench:
  * `node -r ts-node/register/transpile-only bench/support/relay-worker.ts` with
  * BENCH_RELAY_WORKER (JSON, see `RelayWorkerConfig`) and an IPC channel. It boots, says `ready`,
- * and waits for commands: `start` (the dispatcher, or a reference burn-down), `stats`, `runs`,
+ * and waits for commands: `start` (the engine, or a reference burn-down), `stats`, `runs`,
  * `close`.
  */
 import 'reflect-metadata';

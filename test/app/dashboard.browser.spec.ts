@@ -99,7 +99,7 @@ let base: string;
 beforeAll(async () => {
   db = await createTestDatabase();
   receiver = await WebhookReceiver.start();
-  // The real dispatcher: two retries 50 ms apart, then the webhook is dead.
+  // The real engine: two retries 50 ms apart, then the webhook is dead.
   app = await createReferenceApp(db.url, {
     WEBHOOK_RETRY_SCHEDULE_MS: '50,50',
     // The receiver listens on 127.0.0.1.
@@ -149,8 +149,8 @@ it('asks for the operator token, and signs in with it only', async () => {
 it('shows a dead webhook, replays it from the page after a confirmation, and shows it delivered', async () => {
   await page.goto(`${base}/outbox/ui`);
   await page.getByTestId('no-dead-letters').waitFor();
-  // The app's own dispatcher reports in.
-  expect(await page.getByTestId('dispatchers').innerText()).toMatch(/running\s+listening/);
+  // The app's own instance reports in.
+  expect(await page.getByTestId('instances').innerText()).toMatch(/running\s+listening/);
 
   // An organization with a webhook endpoint, whose receiver fails every try of the next event.
   const http = request(app.getHttpServer());
@@ -252,6 +252,6 @@ it('lines every number up with its header: webhooks waiting for a retry read as 
   expectAligned(backlog, ['due', 'retrying', 'in flight', 'dead', 'discarded', 'lag']);
   expect(cellOf(backlog, 'type', 'webhook.delivery', 'retrying')).toBe('3');
   expect(cellOf(backlog, 'type', 'webhook.delivery', 'in flight')).toBe('0');
-  expectAligned(await columnsOf(page.getByTestId('dispatchers')), ['pid', 'in flight']);
+  expectAligned(await columnsOf(page.getByTestId('instances')), ['pid', 'in flight']);
   await page.screenshot({ path: join(SHOTS, 'dashboard-retrying.png'), fullPage: true });
 });

@@ -120,7 +120,7 @@ describe('reference app domain', () => {
     expect(rows[0].n).toBe(1);
   });
 
-  it("GET /outbox reports the dispatcher and the outbox by state, from the health indicator's bounded probe", async () => {
+  it("GET /outbox reports the engine's state and the outbox by state, from the health indicator's bounded probe", async () => {
     const res = await request(t.app.getHttpServer()).get('/outbox').set(OPERATOR).expect(200);
     expect(res.body).toEqual({
       dispatcher: 'running',

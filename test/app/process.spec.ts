@@ -135,7 +135,7 @@ describe('reference app process', () => {
     await eventually('readiness reports down while shutting down', async () => {
       const res = await health(base);
       // A probe that times out on a loaded machine is also a 503; this waits for the one that
-      // reports the dispatcher's shutdown.
+      // reports the engine's shutdown.
       const state: unknown = res?.body?.error?.outbox?.state;
       if (res?.status === 503 && (state === 'stopping' || state === 'stopped')) down = res;
       return down !== undefined;

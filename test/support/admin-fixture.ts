@@ -45,7 +45,7 @@ export class OutageHandlers {
 }
 
 export interface AdminAppOptions {
-  /** Overrides of `outboxTestingOptions`: no dispatcher runs, a test drains. */
+  /** Overrides of `outboxTestingOptions`: no engine runs, a test drains. */
   testing?: OutboxModuleOptions;
   /** Providers with the `@OnOutboxEvent` handlers the events run through. */
   providers?: Provider[];

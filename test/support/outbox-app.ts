@@ -40,7 +40,7 @@ export interface OutboxAppOptions {
 
 /**
  * A Nest application with TypeORM on the test database and the outbox module, initialised
- * (so bootstrap hooks ran and the dispatcher started unless `autoStart` is off). Close it with
+ * (so bootstrap hooks ran and the engine started unless `autoStart` is off). Close it with
  * `app.close()`, which runs the shutdown hooks as a SIGTERM would.
  */
 /**

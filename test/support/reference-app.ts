@@ -15,7 +15,7 @@ export const OPERATOR_TOKEN = plantSecret(`operator-${randomBytes(24).toString('
 export const OPERATOR = { authorization: `Bearer ${OPERATOR_TOKEN}` } as const;
 
 /**
- * The reference app on a test database, initialised (migrations applied, dispatcher running)
+ * The reference app on a test database, initialised (migrations applied, engine running)
  * but not listening; use `supertest(app.getHttpServer())`. `env` overrides the test defaults,
  * which keep retries and polls short.
  */

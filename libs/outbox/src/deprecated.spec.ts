@@ -10,4 +10,30 @@ describe('deprecated names', () => {
       expect(outbox[old]).toBe(outbox[renamed]);
     },
   );
+
+  it('OutboxAdmin.dispatchers() answers what instances() does, typed DispatcherInfo', async () => {
+    const listed: outbox.OutboxInstanceInfo[] = [
+      {
+        id: 'host/1/abc',
+        host: 'host',
+        pid: 1,
+        state: 'running',
+        listener: 'listening',
+        types: null,
+        concurrency: 10,
+        inFlight: 0,
+        startedAt: new Date(0),
+        lastClaimAt: null,
+        seenAt: new Date(0),
+        reporting: true,
+      },
+    ];
+    const admin = Object.create(outbox.OutboxAdmin.prototype) as outbox.OutboxAdmin;
+    const instances = jest.spyOn(admin, 'instances').mockResolvedValue(listed);
+    // The old type name is the new one: each is assignable to the other.
+    const old: outbox.DispatcherInfo[] = await admin.dispatchers();
+    const renamed: outbox.OutboxInstanceInfo[] = old;
+    expect(renamed).toBe(listed);
+    expect(instances).toHaveBeenCalledTimes(1);
+  });
 });

@@ -44,7 +44,7 @@ export type {
   OutboxStatus,
   TypeBacklog,
   MinuteCount,
-  DispatcherInfo,
+  OutboxInstanceInfo,
 } from './store/admin/status.types';
 export {
   OutboxEngine,
@@ -146,6 +146,7 @@ export {
 export {
   OutboxDispatcher,
   type OutboxDispatcherState,
+  type DispatcherInfo,
   OutboxRepository,
   type OutboxRepositoryOptions,
 } from './deprecated';

@@ -186,14 +186,14 @@ export class OutboxLeaseLostError extends OutboxError {
 
 /**
  * A handler's `transaction` option is neither a boolean nor `{ isolationLevel }` with a known
- * level, or the dispatcher it is registered with was built outside `OutboxModule`.
+ * level, or the `EventDispatcher` it is registered with was built outside `OutboxModule`.
  */
 export class InvalidOutboxHandlerTransactionError extends OutboxError {
   constructor(
     readonly handlerName: string,
     readonly location: string,
     readonly transaction: unknown,
-    /** Set when the option is valid but this dispatcher cannot open transactions. */
+    /** Set when the option is valid but this registry cannot open transactions. */
     unavailable = false,
   ) {
     super(

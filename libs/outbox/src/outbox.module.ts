@@ -27,7 +27,7 @@ import type { OutboxModuleOptions, ResolvedOutboxOptions } from './outbox.option
 import { deprecatedTuningFields, resolveOutboxOptions } from './resolve-outbox-options';
 import { OutboxPublisher } from './emit/outbox.publisher';
 import { AdminStore } from './store/admin/admin.store';
-import { DispatcherReportStore } from './store/dispatcher-report.store';
+import { InstanceReportStore } from './store/instance-report.store';
 import { EventOrdering, OutboxEmitStore } from './store/emit/emit.store';
 import { HandlerTransactionStore } from './store/handler-transaction.store';
 import { OutboxLeaseStore } from './store/lease/lease.store';
@@ -62,7 +62,7 @@ const stores: Provider[] = [
   store(OutboxEmitStore),
   store(HandlerTransactionStore),
   store(AdminStore),
-  store(DispatcherReportStore),
+  store(InstanceReportStore),
   store(RetentionStore),
   store(TestingStore),
 ];
@@ -76,7 +76,7 @@ const providers: Provider[] = [
   ...stores,
   {
     provide: OutboxTelemetry,
-    // Its state gauges are wired by the dispatcher, which knows where its claims start.
+    // Its state gauges are wired by the engine, which knows where its claims start.
     useFactory: () => new OutboxTelemetry(),
   },
   {

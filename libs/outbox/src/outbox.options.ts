@@ -88,9 +88,9 @@ export class OutboxRetryOptions {
   @NumberFromText() @IsNumber() @Min(0) @Max(1) jitter?: number = 0.2;
 }
 
-/** The dedicated LISTEN connection that wakes the dispatcher on every committed enqueue. */
+/** The dedicated LISTEN connection that wakes the engine on every committed enqueue. */
 export class OutboxListenOptions {
-  /** Off: the dispatcher relies on the due timer and the poll alone. */
+  /** Off: the engine relies on the due timer and the poll alone. */
   @BooleanFromText() @IsBoolean() enabled?: boolean = true;
   @IsString() @Matches(/^[a-z_][a-z0-9_]{0,62}$/) channel?: string = DEFAULT_OUTBOX_CHANNEL;
   /**
@@ -232,7 +232,7 @@ export class OutboxModuleOptions {
   @IsString({ each: true })
   @MinLength(1, { each: true })
   types?: string[];
-  /** Start the dispatcher at application bootstrap. Off for API-only pods and hand-drained tests. */
+  /** Start the engine at application bootstrap. Off for API-only pods and hand-drained tests. */
   @BooleanFromText() @IsBoolean() autoStart?: boolean = true;
   /**
    * Per-handler policy set from configuration, by handler name, over what `@OnOutboxEvent`

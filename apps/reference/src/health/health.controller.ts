@@ -3,7 +3,7 @@ import { HealthCheck, HealthCheckService, TypeOrmHealthIndicator } from '@nestjs
 import { OutboxHealthIndicator, OutboxLivenessIndicator } from '@app/outbox';
 
 /**
- * `GET /health`, readiness for rollouts: down while this pod's outbox dispatcher stops (or is
+ * `GET /health`, readiness for rollouts: down while this pod's outbox engine stops (or is
  * stuck), or the database is gone. Lag and backlog are reported but do not gate readiness: they
  * are the same on every pod, and a slow downstream must not take the whole API out of rotation.
  *

@@ -99,7 +99,7 @@ export class SmtpMailer extends MailerPort implements OnApplicationShutdown {
     return 'sent';
   }
 
-  /** After the dispatcher has waited for running handlers (its `beforeApplicationShutdown`). */
+  /** After the outbox engine has waited for running handlers (its `beforeApplicationShutdown`). */
   onApplicationShutdown(): void {
     this.transport.close();
   }

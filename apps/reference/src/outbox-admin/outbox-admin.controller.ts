@@ -25,7 +25,7 @@ import { DeadLettersQuery } from './dead-letters.query';
 import { DiscardBody, ReplayBody } from './dead-letter-change.body';
 
 /**
- * What the outbox holds right now: events by state, the lag, this instance's dispatcher. The
+ * What the outbox holds right now: events by state, the lag, the state of this instance's engine. The
  * figures are the health indicator's (what `GET /health` reports under `outbox`): counts read
  * from indexes and capped at `countLimit` (a count equal to it means "at least"), so the page
  * costs the same at any backlog. `OutboxAdmin.status()` has exact counts by type, at the price
@@ -42,10 +42,11 @@ export class OutboxAdminController {
   @Get()
   async state() {
     const { outbox } = await this.health.isHealthy('outbox');
-    // Without counts, the state query failed (the message says why); a stopping dispatcher or a
+    // Without counts, the state query failed (the message says why); a stopping engine or a
     // lag is no reason to refuse the page.
     if (outbox.due === undefined) throw new ServiceUnavailableException(outbox.message);
     return {
+      // The engine's state, under the key this page has always had.
       dispatcher: outbox.state,
       listener: outbox.listener,
       lagMs: outbox.lagMs,

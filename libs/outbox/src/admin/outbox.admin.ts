@@ -22,8 +22,8 @@ import {
   type OutboxEventsPage,
 } from '../store/admin/event.types';
 import {
-  type DispatcherInfo,
   type MinuteCount,
+  type OutboxInstanceInfo,
   type OutboxStatus,
 } from '../store/admin/status.types';
 import { type DeadLetterChangeBatch } from '../store/admin/dead-letter-changes.sql';
@@ -32,7 +32,7 @@ import { InvalidOutboxAdminQueryError, OutboxAdminChangeInProgressError } from '
 import { isUuid } from '../common/uuid.util';
 import { AdminStore } from '../store/admin/admin.store';
 import { OutboxTelemetry } from '../telemetry/outbox.telemetry';
-import { DISPATCHER_REPORT_MS } from '../engine/outbox.heartbeat';
+import { INSTANCE_REPORT_MS } from '../engine/outbox.heartbeat';
 import {
   checkBlockedKeysFilter,
   checkEventsFilter,
@@ -102,15 +102,20 @@ export class OutboxAdmin {
   }
 
   /**
-   * Every dispatcher that reports in (each running instance writes its state every 10 s), those
-   * that stopped reporting included for a day, marked `reporting: false`.
+   * Every running instance of the engine that reports in (each writes its state every 10 s),
+   * those that stopped reporting included for a day, marked `reporting: false`.
    */
-  async dispatchers(): Promise<DispatcherInfo[]> {
-    const reports = unwrap(await this.store.listDispatchers());
+  async instances(): Promise<OutboxInstanceInfo[]> {
+    const reports = unwrap(await this.store.listInstances());
     return reports.map(({ silentMs, ...report }) => ({
       ...report,
-      reporting: silentMs < 3 * DISPATCHER_REPORT_MS,
+      reporting: silentMs < 3 * INSTANCE_REPORT_MS,
     }));
+  }
+
+  /** @deprecated Renamed `instances()`: the running instances of the engine. */
+  async dispatchers(): Promise<OutboxInstanceInfo[]> {
+    return this.instances();
   }
 
   /** Events delivered in each of the last `minutes` minutes (1 to 1440, default 60), oldest first. */

@@ -2,7 +2,7 @@ const subscribers = new WeakMap<AbortSignal, Set<() => void>>();
 
 /**
  * Calls `listener` when `signal` aborts (at once if it has), until the returned function is
- * called. Every handler run listens to the dispatcher's one abandon signal: a Set per signal
+ * called. Every handler run listens to the engine's one abandon signal: a Set per signal
  * behind a single EventTarget listener costs less per run than adding and removing a listener
  * on the signal itself.
  */

@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 
 /**
- * The warning a dispatcher logs at start when the DataSource sets no connect timeout, or null
+ * The warning the engine logs at start when the DataSource sets no connect timeout, or null
  * when it sets one. The outbox bounds its own statements, but a new pool connection to a database
  * that stopped answering waits as long as the driver lets it: without a connect timeout, forever,
  * and closing the DataSource at shutdown waits for it too.

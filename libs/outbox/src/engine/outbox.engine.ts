@@ -20,7 +20,7 @@ import { catchUpDeadSchedule } from './dead-schedule.catch-up';
 import { OutboxExecutor, type ExecutionResult } from './outbox.executor';
 import { OutboxProducer } from './outbox.producer';
 import { producerOptions, type ProducerMode } from './producer.types';
-import { DispatcherReportStore } from '../store/dispatcher-report.store';
+import { InstanceReportStore } from '../store/instance-report.store';
 import { OutboxLeaseStore } from '../store/lease/lease.store';
 import { dueFromPayload } from '../store/wake-payload.sql';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from '../outbox.tokens';
@@ -73,7 +73,7 @@ export interface EngineProgress {
 }
 
 /**
- * How long the dispatcher's shutdown goes on past `shutdownGraceMs` at most: time for the last
+ * How long the engine's shutdown goes on past `shutdownGraceMs` at most: time for the last
  * settles and the listener's goodbye. Its stop returns within the grace plus this, whatever the
  * database does, and leaves no pool connection checked out.
  */
@@ -107,15 +107,15 @@ export class OutboxEngine
   private readonly heartbeat: OutboxHeartbeat;
 
   constructor(
-    dispatcher: EventDispatcher,
+    registry: EventDispatcher,
     runner: HandlerRunner,
     private readonly repository: OutboxLeaseStore,
-    private readonly reports: DispatcherReportStore,
+    private readonly reports: InstanceReportStore,
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
     @Optional() private readonly telemetry: OutboxTelemetry = new OutboxTelemetry(),
   ) {
-    this.completerOptions = completerOptions(options, () => dispatcher.orderedSettles());
+    this.completerOptions = completerOptions(options, () => registry.orderedSettles());
     this.completer = new OutboxCompleter(repository, this.completerOptions, {
       onSettled: () => this.producer.pump(),
       onGiveUp: () => this.producer.pause(),
@@ -126,14 +126,14 @@ export class OutboxEngine
       onStatement: (kind, ms, ok) => this.telemetry.settled(kind, ms, ok),
       onDead: (types) => this.telemetry.dead(types),
     });
-    this.executor = new OutboxExecutor(dispatcher, runner, this.completer, () =>
+    this.executor = new OutboxExecutor(registry, runner, this.completer, () =>
       this.producer.slotFreed(),
     );
     this.producer = new OutboxProducer(
       repository,
       this.executor,
       this.completer,
-      producerOptions(options, () => dispatcher.orderedSettles()?.skipDead),
+      producerOptions(options, () => registry.orderedSettles()?.skipDead),
       (n) => this.telemetry.claimed(n),
     );
     // The state gauges read what the health probe reads, from where this instance claims.
@@ -165,7 +165,7 @@ export class OutboxEngine
     return this.listener?.state ?? 'idle';
   }
 
-  /** When the running dispatcher was started. */
+  /** When the running engine was started. */
   get runningSince(): Date | null {
     return this.current === 'running' ? this.startedAt : null;
   }
@@ -316,7 +316,7 @@ export class OutboxEngine
       lost: 0,
     };
     if (this.current === 'stopping') return report;
-    // A stopped dispatcher closed its completer and abandoned its handlers; a hand-driven
+    // A stopped engine closed its completer and abandoned its handlers; a hand-driven
     // drain after it starts afresh.
     this.completer.open();
     if (this.abandonController.signal.aborted) this.renewAbandon();
@@ -345,7 +345,7 @@ export class OutboxEngine
   private async halt(): Promise<void> {
     this.current = 'stopping';
     this.producer.stop();
-    // Leaves the list of dispatchers now, not at the end: on a database that stopped answering,
+    // Leaves the list of instances now, not at the end: on a database that stopped answering,
     // a statement sent last would still be connecting when the DataSource closes, and hold it.
     const leaving = this.heartbeat.stop();
     const { shutdownGraceMs } = this.options;

@@ -39,7 +39,7 @@ export interface PgListenerHandlers {
 const RECONNECT_JITTER = 0.1;
 
 /**
- * The dedicated LISTEN connection of the outbox dispatcher. It keeps one pg.Client listening on
+ * The dedicated LISTEN connection of the outbox engine. It keeps one pg.Client listening on
  * one channel and replaces it, with exponential backoff, whenever the connection fails: an
  * `error` or `end` event, a failed connect or LISTEN, or a probe that fails or hangs.
  *
@@ -79,7 +79,7 @@ export class PgListener {
   /**
    * Resolves once the first connect+LISTEN succeeded or failed; after a failure the listener
    * keeps retrying in the background. Never rejects: a database that is down at boot must not
-   * stop the application, the dispatcher's poll covers the gap.
+   * stop the application, the engine's poll covers the gap.
    */
   start(): Promise<void> {
     if (this.current !== 'idle') return this.started ?? Promise.resolve();

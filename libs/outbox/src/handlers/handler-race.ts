@@ -4,7 +4,7 @@ import type { HandlerOutcome } from './outbox-handler.types';
 import type { LazyAbort } from './lazy-abort';
 
 /**
- * The handler's outcome: its own end, or the end of its budget, or the dispatcher's abandon,
+ * The handler's outcome: its own end, or the end of its budget, or the engine's abandon,
  * whichever comes first; the last two abort the handler's signal. Written with one promise and
  * callbacks rather than a `Promise.race` of three: it runs for every handler of every event.
  */

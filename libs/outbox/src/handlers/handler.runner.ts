@@ -20,7 +20,7 @@ export interface HandlerRun {
 export interface DeliverOptions {
   /** The event's attempt number, passed to handlers. */
   attempt: number;
-  /** Aborts every handler of this delivery (the dispatcher abandoning them at shutdown). */
+  /** Aborts every handler of this delivery (the engine abandoning them at shutdown). */
   signal?: AbortSignal;
   /** Each handler's own try of this event (1 when absent), passed as `ctx.handlerAttempt`. */
   handlerAttempts?: Readonly<Record<string, number>>;
@@ -74,7 +74,7 @@ export class HandlerRunner {
   }
 
   private run(handler: RegisteredHandler, event: OutboxEvent, options: DeliverOptions): OneRun {
-    // One abort per run: the budget timer and the dispatcher's abandon both fire it.
+    // One abort per run: the budget timer and the engine's abandon both fire it.
     const abort = new LazyAbort();
     const context: HandlerContext = {
       handlerName: handler.name,

@@ -19,7 +19,7 @@ import { type BackendTransaction } from '../store/handler-transaction.store';
 import { TransactionSlots } from './transaction-slots.util';
 import { OUTBOX_DATA_SOURCE } from '../outbox.tokens';
 
-/** One run of a transactional handler, as the dispatcher sees it. */
+/** One run of a transactional handler, as the engine sees it. */
 export interface HandlerTransactionRun {
   /** The handler's writes and its delivery record committed; rejects when they rolled back. */
   committed: Promise<void>;

@@ -10,7 +10,7 @@ export interface HandlerContext {
   attempt: number;
   /** This handler's own try of this event: 1, then one more after each of its failures. */
   handlerAttempt: number;
-  /** Aborts when the handler's time budget is spent or the dispatcher abandons it at shutdown. */
+  /** Aborts when the handler's time budget is spent or the engine abandons it at shutdown. */
   signal: AbortSignal;
   /**
    * `<handlerName>:<eventId>`: the same on every redelivery of this event to this handler, so

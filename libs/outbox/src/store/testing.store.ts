@@ -136,7 +136,7 @@ export class TestingStore extends ClientStore {
 
   /**
    * Makes live events matching `filter` that wait for a retry due now, each retrying handler
-   * included, and wakes the dispatchers. Returns their ids.
+   * included, and wakes the running instances. Returns their ids.
    */
   async makeDue(filter: OutboxEventFilter): Promise<OutboxResult<string[]>> {
     return this.client.run(

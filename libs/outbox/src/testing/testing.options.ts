@@ -1,7 +1,7 @@
 import type { OutboxModuleOptions } from '../outbox.options';
 
 /**
- * Options for `OutboxModule.forRoot` in a test: the dispatcher does not start (the test drains
+ * Options for `OutboxModule.forRoot` in a test: the engine does not start (the test drains
  * with `drainUntilIdle`), no LISTEN connection is opened and no retention timer runs, so a test
  * decides when events are delivered and leaves nothing behind at `app.close()`.
  */

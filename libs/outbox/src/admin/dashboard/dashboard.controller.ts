@@ -89,18 +89,18 @@ export function createDashboardController(
     @Get()
     @PageHeaders()
     async overview(@Query() form: Form): Promise<string> {
-      const [status, throughput, groups, dispatchers] = await Promise.all([
+      const [status, throughput, groups, instances] = await Promise.all([
         this.admin.status(),
         this.admin.throughput(60),
         this.admin.groups(),
-        this.admin.dispatchers(),
+        this.admin.instances(),
       ]);
       const body = overview({
         base: this.base,
         status,
         throughput,
         groups,
-        dispatchers,
+        instances,
         notice: noticeOf(form),
       });
       return page('Outbox', this.base, body, 30);

@@ -4,7 +4,7 @@ import { resolveDashboardOptions, type OutboxDashboardOptions } from './dashboar
 
 /**
  * A small server-rendered page over `OutboxAdmin`: counts, lag, throughput of the last hour, every
- * dispatcher that reports in, dead-letter groups with replay and discard (each confirmed on a page
+ * instance that reports in, dead-letter groups with replay and discard (each confirmed on a page
  * that shows the dry run), and one event whole. No client build, no script: forms and links.
  * Import it next to `OutboxModule` (which must be global, its default, or imported where this
  * module is). It refuses to mount without a guard unless told the page is for local development.

@@ -1,24 +1,24 @@
 import type { DeadLetterGroup } from '../../store/admin/dead-letter.types';
-import type { DispatcherInfo, MinuteCount, OutboxStatus } from '../../store/admin/status.types';
+import type { MinuteCount, OutboxInstanceInfo, OutboxStatus } from '../../store/admin/status.types';
 import { formatDuration } from '../../common/format-duration.util';
 import { actions, goOn } from './actions.view';
 import type { ChangeNotice } from './change-notice';
-import { dispatcherTable } from './dispatchers.view';
 import { html, type Html } from './html.util';
+import { instanceTable } from './instances.view';
 import { query } from './query.util';
 import { table, time, type Column } from './table.view';
 import { sparkline } from './throughput.view';
 
-/** The overview: counts, throughput, dispatchers, dead-letter groups and the backlog by type. */
+/** The overview: counts, throughput, instances, dead-letter groups and the backlog by type. */
 export function overview(input: {
   base: string;
   status: OutboxStatus;
   throughput: readonly MinuteCount[];
   groups: readonly DeadLetterGroup[];
-  dispatchers: readonly DispatcherInfo[];
+  instances: readonly OutboxInstanceInfo[];
   notice: ChangeNotice | undefined;
 }): Html {
-  const { base, status, throughput, groups, dispatchers, notice } = input;
+  const { base, status, throughput, groups, instances, notice } = input;
   const card = (label: string, value: string | number, extra = '') =>
     html`<div class="card ${extra}" data-testid="count-${label}"><b>${value}</b>${label}</div>`;
   return html` ${
@@ -36,8 +36,8 @@ export function overview(input: {
     </div>
     <h2>Throughput</h2>
     ${sparkline(throughput)}
-    <h2>Dispatchers</h2>
-    ${dispatcherTable(dispatchers)}
+    <h2>Instances</h2>
+    ${instanceTable(instances)}
     <h2>Dead letters by type, handler and error</h2>
     ${
       groups.length === 0

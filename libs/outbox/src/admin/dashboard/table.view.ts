@@ -14,7 +14,7 @@ export interface Column<Row> {
 export interface TableOptions<Row> {
   /** `data-testid` of the table. */
   testId?: string;
-  /** A class of each row (a dispatcher that stopped reporting is muted). */
+  /** A class of each row (an instance that stopped reporting is muted). */
   rowClass?: (row: Row) => string;
 }
 

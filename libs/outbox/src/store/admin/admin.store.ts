@@ -40,13 +40,13 @@ import { FIND_EVENT, findEventParameters, toDetail } from './event-detail.sql';
 import { eventsParameters, listEventsStatement, readsPerType, toEventList } from './events.sql';
 import {
   BACKLOG_BY_TYPE,
-  LIST_DISPATCHERS,
+  LIST_INSTANCES,
   THROUGHPUT,
   throughputParameters,
   toBacklog,
-  toDispatchers,
+  toInstances,
   toMinuteCounts,
-  type ReportedDispatcher,
+  type ReportedInstance,
 } from './status.sql';
 import { HORIZON, toHorizon, type HorizonRow, type OutboxHorizon } from '../horizon.sql';
 
@@ -68,7 +68,7 @@ const FREE_DISCARDED_KEYS = `
 
 /**
  * `OutboxAdmin`'s store: dead letters listed, grouped and changed, events listed by type and
- * organization, one event whole, the backlog by type, throughput and the dispatchers that report
+ * organization, one event whole, the backlog by type, throughput and the instances that report
  * in. Reads that scan grow with the backlog; each is bounded by the statement timeout.
  */
 export class AdminStore extends ClientStore {
@@ -191,8 +191,8 @@ export class AdminStore extends ClientStore {
     return this.client.run('throughput', THROUGHPUT, throughputParameters(minutes), toMinuteCounts);
   }
 
-  /** Every dispatcher's last report, and how long ago it came. */
-  async listDispatchers(): Promise<OutboxResult<ReportedDispatcher[]>> {
-    return this.client.run('listDispatchers', LIST_DISPATCHERS, [], toDispatchers);
+  /** Every instance's last report, and how long ago it came. */
+  async listInstances(): Promise<OutboxResult<ReportedInstance[]>> {
+    return this.client.run('listInstances', LIST_INSTANCES, [], toInstances);
   }
 }

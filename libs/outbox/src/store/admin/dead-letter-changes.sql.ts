@@ -46,7 +46,7 @@ function adminBatch(extra: string): string {
 /**
  * Records each changed row as an event of type $16 (payload: the row's identity and
  * `extraPayload`), in the same statement, so audit handlers see every admin change; ids come
- * from $17 (uuid[], one per row of the batch, in id order). Wakes the dispatchers ($18 channel).
+ * from $17 (uuid[], one per row of the batch, in id order). Wakes the running instances ($18 channel).
  */
 function recordChanges(changed: string, extraPayload: string): string {
   return `

@@ -1,5 +1,5 @@
 import { STATE_COUNTS, toStateCounts, type StateCountsRow } from '../state-counts.sql';
-import type { DispatcherReport } from '../dispatcher-report.store';
+import type { InstanceReport } from '../instance-report.store';
 import type { MinuteCount, TypeBacklog } from './status.types';
 
 /**
@@ -33,8 +33,8 @@ export const THROUGHPUT = `
   ORDER BY m.minute
 `;
 
-/** Every dispatcher that reported in, with how long ago (ms) it last did. */
-export const LIST_DISPATCHERS = `
+/** Every instance that reported in, with how long ago (ms) it last did. */
+export const LIST_INSTANCES = `
   SELECT id, host, pid, state, listener, types, concurrency, in_flight, started_at,
          last_claim_at, seen_at, (extract(epoch FROM now() - seen_at) * 1000)::float8 AS silent_ms
   FROM outbox_dispatcher
@@ -59,7 +59,7 @@ export function toMinuteCounts(rows: { minute: Date; delivered: number }[]): Min
   return rows.map((row) => ({ at: row.minute, delivered: row.delivered }));
 }
 
-interface DispatcherRow {
+interface InstanceRow {
   id: string;
   host: string;
   pid: number;
@@ -74,10 +74,10 @@ interface DispatcherRow {
   silent_ms: number;
 }
 
-/** A dispatcher's last report, when it came and how long ago. */
-export type ReportedDispatcher = DispatcherReport & { seenAt: Date; silentMs: number };
+/** An instance's last report, when it came and how long ago. */
+export type ReportedInstance = InstanceReport & { seenAt: Date; silentMs: number };
 
-export function toDispatchers(rows: DispatcherRow[]): ReportedDispatcher[] {
+export function toInstances(rows: InstanceRow[]): ReportedInstance[] {
   return rows.map((row) => ({
     id: row.id,
     host: row.host,

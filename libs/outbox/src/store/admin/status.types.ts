@@ -1,9 +1,12 @@
 import type { OutboxHorizon } from '../horizon.sql';
-import type { DispatcherReport } from '../dispatcher-report.store';
+import type { InstanceReport } from '../instance-report.store';
 import type { StateCounts } from '../lease/lease.types';
 
-/** A dispatcher as `OutboxAdmin.dispatchers` lists it. */
-export interface DispatcherInfo extends DispatcherReport {
+/**
+ * A running instance of the engine (its row in `outbox_dispatcher`), as `OutboxAdmin.instances`
+ * lists it.
+ */
+export interface OutboxInstanceInfo extends InstanceReport {
   seenAt: Date;
   /** Reported within the last three report intervals; a process that died stops reporting. */
   reporting: boolean;

@@ -55,7 +55,7 @@ export interface EnqueuedEvent {
 
 /**
  * The emit store (`OutboxPublisher`'s): writes events through the caller's transaction and
- * wakes the dispatchers. Misuse (no transaction, a bad event) throws before any write; database
+ * wakes the running instances. Misuse (no transaction, a bad event) throws before any write; database
  * failures come back as `{ ok: false, error }`.
  */
 export class OutboxEmitStore extends ClientStore {

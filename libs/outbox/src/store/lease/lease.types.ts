@@ -200,7 +200,7 @@ export interface PendingStateOptions {
    */
   countLimit?: number;
   /**
-   * The running dispatcher's claim bound (epoch ms, see `ClaimOptions.dueFrom`): due rows and
+   * The running engine's claim bound (epoch ms, see `ClaimOptions.dueFrom`): due rows and
    * expired leases are read from there. Null or absent: from the start.
    */
   dueFrom?: number | null;

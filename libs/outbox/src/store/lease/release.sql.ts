@@ -1,6 +1,6 @@
 import { WAKE_PAYLOAD } from '../wake-payload.sql';
 /**
- * Gives back claimed rows whose handlers never started (the dispatcher is stopping): the lease
+ * Gives back claimed rows whose handlers never started (the engine is stopping): the lease
  * ends now, the row is due now, and the attempt that never ran is not counted. Idle peers
  * planned their next wake for when the lease would have ended, so the release wakes them, as an
  * enqueue does.

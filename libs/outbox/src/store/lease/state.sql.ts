@@ -57,7 +57,7 @@ export function nextDueParameters(options: NextDueOptions): unknown[] {
 }
 
 /**
- * Counts and timings for the dispatcher's next wake and for health reports, at a cost that does
+ * Counts and timings for the engine's next wake and for health reports, at a cost that does
  * not grow with the backlog: timings are index probes, and each count stops after $2 index
  * entries (a count equal to $2 means "at least"). A live row is due (claimable, never leased or
  * given back), retrying (resting until its next attempt), in flight (under a lease), an
@@ -75,7 +75,7 @@ export function nextDueParameters(options: NextDueOptions): unknown[] {
  * When expired leases reach $2, `due` may include some of them. Blocked keys and the oldest
  * retrying head of a key are read from their own small indexes (see `ordering.sql`).
  *
- * With $3 (the running dispatcher's claim bound, see CLAIM) the due side starts there, as the
+ * With $3 (the running engine's claim bound, see CLAIM) the due side starts there, as the
  * claims do: while a long transaction holds the xmin horizon, the entries every claim and settle
  * leave at the front of the due index stay, and a probe from the start would walk them all. A
  * row due before the bound (a late commit whose wake was missed) is then neither due nor lag

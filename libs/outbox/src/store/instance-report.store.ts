@@ -2,9 +2,9 @@ import type { DataSource } from 'typeorm';
 import type { OutboxResult } from './outbox.result';
 import { StoreClient, type OutboxStoreOptions } from './store.client';
 
-/** What a dispatcher reports of itself every `DISPATCHER_REPORT_MS`. */
-export interface DispatcherReport {
-  /** `<host>/<pid>/<random>`: one per dispatcher start. */
+/** What a running instance reports of itself every `INSTANCE_REPORT_MS`. */
+export interface InstanceReport {
+  /** `<host>/<pid>/<random>`: one per start of the engine. */
   id: string;
   host: string;
   pid: number;
@@ -18,12 +18,12 @@ export interface DispatcherReport {
 }
 
 /**
- * A dispatcher reports in: its row is written (or rewritten) with `seen_at` now, and rows of
- * dispatchers not seen for a day (their process died without removing them) are cleared.
+ * An instance reports in: its row is written (or rewritten) with `seen_at` now, and rows of
+ * instances not seen for a day (their process died without removing them) are cleared.
  * $1 id, $2 host, $3 pid, $4 state, $5 listener, $6 types (text[] or null), $7 concurrency,
  * $8 in flight, $9 started at, $10 last claim at.
  */
-const REPORT_DISPATCHER = `
+const REPORT_INSTANCE = `
   WITH forgotten AS (
     DELETE FROM outbox_dispatcher WHERE seen_at < now() - interval '1 day' AND id <> $1
   )
@@ -39,25 +39,25 @@ const REPORT_DISPATCHER = `
       seen_at = now()
 `;
 
-/** A stopping dispatcher leaves. $1 id. */
-const FORGET_DISPATCHER = `DELETE FROM outbox_dispatcher WHERE id = $1`;
+/** A stopping instance leaves. $1 id. */
+const FORGET_INSTANCE = `DELETE FROM outbox_dispatcher WHERE id = $1`;
 
 /**
- * The heartbeat's store: each dispatcher's row in `outbox_dispatcher` (read by `OutboxAdmin`
- * through its own store).
+ * The heartbeat's store: each running instance's row in `outbox_dispatcher`, the table of
+ * instances (read by `OutboxAdmin` through its own store).
  */
-export class DispatcherReportStore {
+export class InstanceReportStore {
   private readonly client: StoreClient;
 
   constructor(dataSource: DataSource, options: OutboxStoreOptions = {}) {
     this.client = new StoreClient(dataSource, options);
   }
 
-  /** Writes a dispatcher's report of itself (see `REPORT_DISPATCHER`). */
-  async report(report: DispatcherReport): Promise<OutboxResult<void>> {
+  /** Writes an instance's report of itself (see `REPORT_INSTANCE`). */
+  async report(report: InstanceReport): Promise<OutboxResult<void>> {
     return this.client.run(
-      'reportDispatcher',
-      REPORT_DISPATCHER,
+      'reportInstance',
+      REPORT_INSTANCE,
       [
         report.id,
         report.host,
@@ -74,9 +74,9 @@ export class DispatcherReportStore {
     );
   }
 
-  /** Removes a stopping dispatcher's report. */
+  /** Removes a stopping instance's report. */
   async forget(id: string): Promise<OutboxResult<void>> {
-    return this.client.run('forgetDispatcher', FORGET_DISPATCHER, [id], () => undefined);
+    return this.client.run('forgetInstance', FORGET_INSTANCE, [id], () => undefined);
   }
 
   /** Gives up on a report still waiting for an answer (see `StoreClient.abandonInFlight`). */

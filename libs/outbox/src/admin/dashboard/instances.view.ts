@@ -1,8 +1,8 @@
-import type { DispatcherInfo } from '../../store/admin/status.types';
+import type { OutboxInstanceInfo } from '../../store/admin/status.types';
 import { html, type Html } from './html.util';
 import { table, time, type Column } from './table.view';
 
-const COLUMNS: readonly Column<DispatcherInfo>[] = [
+const COLUMNS: readonly Column<OutboxInstanceInfo>[] = [
   { header: 'host', cell: (d) => d.host },
   { header: 'pid', cell: (d) => d.pid, numeric: true },
   {
@@ -17,13 +17,13 @@ const COLUMNS: readonly Column<DispatcherInfo>[] = [
   { header: 'last report', cell: (d) => time(d.seenAt) },
 ];
 
-/** Every dispatcher that reports in; one that stopped reporting is muted and marked silent. */
-export function dispatcherTable(dispatchers: readonly DispatcherInfo[]): Html {
-  if (dispatchers.length === 0) {
-    return html`<p class="muted" data-testid="no-dispatchers">No dispatcher reports in.</p>`;
+/** Every instance that reports in; one that stopped reporting is muted and marked silent. */
+export function instanceTable(instances: readonly OutboxInstanceInfo[]): Html {
+  if (instances.length === 0) {
+    return html`<p class="muted" data-testid="no-instances">No instance reports in.</p>`;
   }
-  return table(COLUMNS, dispatchers, {
-    testId: 'dispatchers',
+  return table(COLUMNS, instances, {
+    testId: 'instances',
     rowClass: (d) => (d.reporting ? '' : 'muted'),
   });
 }

@@ -4,7 +4,7 @@ import { OutboxAdmin, OutboxEngine } from '@app/outbox';
 import { createOutboxApp, eventually } from './support/outbox-app';
 import { createTestDatabase, type TestDatabase } from './support/test-database';
 
-/** Every running dispatcher reports in to `outbox_dispatcher`, and leaves when it stops. */
+/** Every running instance reports in to `outbox_dispatcher`, and leaves when it stops. */
 
 let db: TestDatabase;
 
@@ -27,13 +27,13 @@ const worker = (types?: string[]) =>
     },
   });
 
-it('lists each running dispatcher with its state, and forgets one that stopped', async () => {
+it('lists each running instance with its state, and forgets one that stopped', async () => {
   const apps: INestApplication[] = [];
   try {
     apps.push(await worker(), await worker(['invoice.paid']));
     const admin = apps[0].get(OutboxAdmin);
-    await eventually('both report in', async () => (await admin.dispatchers()).length === 2);
-    const reports = await admin.dispatchers();
+    await eventually('both report in', async () => (await admin.instances()).length === 2);
+    const reports = await admin.instances();
     expect(reports).toEqual(
       expect.arrayContaining([
         expect.objectContaining({ types: null }),
@@ -52,15 +52,18 @@ it('lists each running dispatcher with its state, and forgets one that stopped',
       });
     }
     expect(new Set(reports.map((r) => r.id)).size).toBe(2);
+    // The deprecated name lists the same instances.
+    const ids = (list: { id: string }[]) => list.map((r) => r.id).sort();
+    expect(ids(await admin.dispatchers())).toEqual(ids(reports));
 
     await apps.pop()!.close();
-    expect((await admin.dispatchers()).map((r) => r.types)).toEqual([null]);
+    expect((await admin.instances()).map((r) => r.types)).toEqual([null]);
 
     // A process that died stops reporting: its row stays, marked silent, until a day has passed.
     await db.dataSource.query(`UPDATE outbox_dispatcher SET seen_at = now() - interval '1 minute'`);
-    expect(await admin.dispatchers()).toMatchObject([{ reporting: false }]);
+    expect(await admin.instances()).toMatchObject([{ reporting: false }]);
     await apps[0].get(OutboxEngine).stop();
-    expect(await admin.dispatchers()).toEqual([]);
+    expect(await admin.instances()).toEqual([]);
   } finally {
     for (const app of apps) await app.close();
   }
