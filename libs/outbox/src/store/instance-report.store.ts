@@ -1,6 +1,5 @@
-import type { DataSource } from 'typeorm';
 import type { OutboxResult } from './outbox.result';
-import { StoreClient, type OutboxStoreOptions } from './store.client';
+import { ClientStore } from './store.client';
 
 /** What a running instance reports of itself every `INSTANCE_REPORT_MS`. */
 export interface InstanceReport {
@@ -46,13 +45,7 @@ const FORGET_INSTANCE = `DELETE FROM outbox_dispatcher WHERE id = $1`;
  * The heartbeat's store: each running instance's row in `outbox_dispatcher`, the table of
  * instances (read by `OutboxAdmin` through its own store).
  */
-export class InstanceReportStore {
-  private readonly client: StoreClient;
-
-  constructor(dataSource: DataSource, options: OutboxStoreOptions = {}) {
-    this.client = new StoreClient(dataSource, options);
-  }
-
+export class InstanceReportStore extends ClientStore {
   /** Writes an instance's report of itself (see `REPORT_INSTANCE`). */
   async report(report: InstanceReport): Promise<OutboxResult<void>> {
     return this.client.run(
