@@ -53,9 +53,9 @@ interface Running {
   ledger: Ledger;
 }
 
-async function start(outbox: OutboxModuleOptions = {}): Promise<Running> {
+async function start(outbox: OutboxModuleOptions = {}, url = t.db.url): Promise<Running> {
   const app = await createOutboxApp({
-    url: t.db.url,
+    url,
     outbox: withDefaults(
       { tuning: { pollIntervalMs: TEN_MINUTES }, retention: { enabled: false } },
       outbox,
@@ -223,5 +223,71 @@ describe('OutboxModule listener', () => {
     });
     expect(running.ledger.calls.map((event) => event.id)).toEqual([id]);
     expect(relay.connections).toHaveLength(2);
+  });
+
+  it('listens again as soon as claims come back after the database was away, not after its backoff', async () => {
+    const relay = await proxy();
+    const through = urlThrough(relay);
+    // Waiting out its backoff, the listener would come back a minute after the outage, far past
+    // the 20 s that eventually allows; failed claims are tried again every 100 ms.
+    const running = await start(
+      {
+        listen: { connectionString: through, reconnectMinMs: 60_000, reconnectMaxMs: 60_000 },
+        tuning: { failedDrainRetryMs: 100 },
+      },
+      through,
+    );
+    await untilAsleep('the first drain at start', running.engine, BEFORE_START);
+    const claim = jest.spyOn(OutboxLeaseStore.prototype, 'claim');
+    const failedClaims = async () =>
+      (
+        await Promise.all(
+          claim.mock.results.map((r) => r.value as ReturnType<OutboxLeaseStore['claim']>),
+        )
+      ).filter((result) => !result.ok).length;
+
+    // The server goes away: open connections are reset and new ones refused.
+    relay.setMode('refuse');
+    relay.reset();
+    await eventually('the listener to notice', () => {
+      return running.engine.listenerState === 'reconnecting';
+    });
+    running.engine.wake();
+    await eventually('claims to fail and be tried again', async () => (await failedClaims()) >= 2);
+
+    relay.setMode('forward');
+    await eventually('the listener to be back', () => {
+      return running.engine.listenerState === 'listening';
+    });
+    const id = await emit(running, paid('inv-after-outage'));
+    await eventually('the delivery woken by its NOTIFY', () => delivered(running, id));
+    expect(running.ledger.calls.map((event) => event.id)).toEqual([id]);
+  });
+
+  it('leaves a listener whose own server is away to its backoff while claims keep succeeding', async () => {
+    const relay = await proxy();
+    const running = await start({
+      listen: {
+        connectionString: urlThrough(relay),
+        reconnectMinMs: 60_000,
+        reconnectMaxMs: 60_000,
+      },
+    });
+    await untilAsleep('the first drain at start', running.engine, BEFORE_START);
+
+    // Only the LISTEN connection's server goes away; the app's own connections still answer.
+    relay.setMode('refuse');
+    relay.reset();
+    await eventually('the listener to notice', () => {
+      return running.engine.listenerState === 'reconnecting';
+    });
+    const attempts = relay.connections.length;
+    for (let i = 0; i < 3; i++) {
+      const before = mark(running.engine);
+      running.engine.wake();
+      await untilAsleep(`claim ${i + 1}`, running.engine, before);
+    }
+    expect(relay.connections).toHaveLength(attempts);
+    expect(running.engine.listenerState).toBe('reconnecting');
   });
 });

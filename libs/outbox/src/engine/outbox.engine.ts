@@ -134,7 +134,11 @@ export class OutboxEngine
       this.executor,
       this.completer,
       producerOptions(options, () => registry.orderedSettles()?.skipDead),
-      (n) => this.telemetry.claimed(n),
+      {
+        claimed: (n) => this.telemetry.claimed(n),
+        // The LISTEN connection need not wait out its backoff once the database answers.
+        answeredAgain: () => this.listener?.reconnectNow(),
+      },
     );
     // The state gauges read what the health probe reads, from where this instance claims.
     this.telemetry.observeStateFrom(() =>

@@ -9,7 +9,7 @@ import { DueRange, headAfter } from './due-range';
 import { LocalQueue, type QueuedEvent } from './local-queue';
 import { DeadLook } from './dead-look';
 import { ClaimsInFlight } from './claims-in-flight';
-import type { ProducerMode, ProducerOptions } from './producer.types';
+import type { ProducerHooks, ProducerMode, ProducerOptions } from './producer.types';
 import { WakeTimer } from './wake-timer';
 
 /**
@@ -42,6 +42,8 @@ export class OutboxProducer {
   private pausedUntil = 0;
   private abandon: AbortSignal | undefined;
   private lastClaim: Date | null = null;
+  /** The last claim failed: the next that comes back means the database answers again. */
+  private claimFailed = false;
   private readonly maxUnsettled: number;
   /** Queued events past their `startBy` are given back then, even if no slot frees. */
   private readonly queue = new LocalQueue(() => {
@@ -63,8 +65,7 @@ export class OutboxProducer {
     private readonly executor: OutboxExecutor,
     private readonly completer: OutboxCompleter,
     private readonly options: ProducerOptions,
-    /** Each claim that came back, with how many events it leased. */
-    private readonly onClaimed: (count: number) => void = () => undefined,
+    private readonly hooks: ProducerHooks = {},
   ) {
     this.maxUnsettled = 2 * Math.max(options.batchSize, options.concurrency);
     this.queueLimit = options.localQueue.size;
@@ -342,6 +343,7 @@ export class OutboxProducer {
     } catch (err) {
       this.dueRange.failed(ticket);
       this.deadLook.maybeDue();
+      this.claimFailed = true;
       throw err;
     } finally {
       this.reserved -= limit;
@@ -349,13 +351,18 @@ export class OutboxProducer {
     if (!result.ok) {
       this.dueRange.failed(ticket);
       this.deadLook.maybeDue();
+      this.claimFailed = true;
       return result;
     }
     if (includeDead) this.deadLook.answered(result.value, limit);
     this.dueRange.answered(ticket, headAfter(result.value, limit));
     this.lastClaim = new Date();
     this.completer.clearFailureIfIdle();
-    this.onClaimed(result.value.length);
+    this.hooks.claimed?.(result.value.length);
+    if (this.claimFailed) {
+      this.claimFailed = false;
+      this.hooks.answeredAgain?.();
+    }
     this.executor.expectChains(result.value);
     return ok({
       records: result.value,

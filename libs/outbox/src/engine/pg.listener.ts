@@ -89,6 +89,18 @@ export class PgListener {
   }
 
   /**
+   * The database answers again (the engine's claims came back after failing): a listener waiting
+   * out its backoff connects at once, and its backoff starts over. Nothing to do while an attempt
+   * is in flight or the connection listens.
+   */
+  reconnectNow(): void {
+    if (this.current !== 'reconnecting' || this.retryTimer === null) return;
+    clearTimeout(this.retryTimer);
+    this.failures = 0;
+    void this.connect();
+  }
+
+  /**
    * Stops probing and reconnecting and closes the client, waiting at most `budgetMs` (default
    * `queryTimeoutMs`) for a graceful goodbye. Idempotent.
    */

@@ -26,6 +26,17 @@ export type ProducerOptions = Pick<ResolvedOutboxOptions, 'concurrency' | 'lease
     skipDead?: () => readonly string[] | undefined;
   };
 
+/** What the producer tells its owner. */
+export interface ProducerHooks {
+  /** Each claim that came back, with how many events it leased. */
+  claimed?(count: number): void;
+  /**
+   * A claim came back after one failed: the database answers again (a restart, a failover, a
+   * network fault that healed), so whatever waits out a backoff may try at once.
+   */
+  answeredAgain?(): void;
+}
+
 /** The producer's options from the module's: its tuning, with the slots, lease and types. */
 export function producerOptions(
   options: ResolvedOutboxOptions,
