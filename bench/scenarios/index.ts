@@ -15,6 +15,7 @@ import { producers } from './producers';
 import { rss } from './rss';
 import type { Scenario } from './scenario';
 import { settleKill } from './settle-kill';
+import { stormScenario } from './storm';
 import { telemetry } from './telemetry';
 import { transactional } from './transactional';
 
@@ -31,6 +32,7 @@ export const SCENARIOS: readonly Scenario[] = [
   rss,
   cpu,
   producers,
+  stormScenario,
   settleKill,
   transactional,
   telemetry,

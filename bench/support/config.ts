@@ -19,6 +19,7 @@ import type { OutboxModuleOptions } from '../../libs/outbox/src';
  *   BENCH_RSS_SECONDS      how long the relay delivers against each backlog in `rss` (10).
  *   BENCH_PRODUCER_SECONDS seconds of emits, and as many of bare INSERTs, per condition of
  *                          `producers` (5).
+ *   BENCH_STORM_SECONDS    seconds of each producer storm in `storm` (10).
  */
 function numberFromEnv(name: string, fallback: number): number {
   const text = process.env[name];
@@ -38,6 +39,7 @@ export const BACKOFF_ROWS = Math.round(numberFromEnv('BENCH_BACKOFF_ROWS', 200_0
 export const MIXED_CAP_SECONDS = numberFromEnv('BENCH_MIXED_CAP_SECONDS', 45);
 export const RSS_SECONDS = numberFromEnv('BENCH_RSS_SECONDS', 10);
 export const PRODUCER_SECONDS = Math.max(1, Math.round(numberFromEnv('BENCH_PRODUCER_SECONDS', 5)));
+export const STORM_SECONDS = numberFromEnv('BENCH_STORM_SECONDS', 10);
 export const OUTBOX_OPTIONS = JSON.parse(
   process.env.BENCH_OUTBOX_OPTIONS ?? '{}',
 ) as OutboxModuleOptions;
