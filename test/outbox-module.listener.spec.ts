@@ -290,4 +290,37 @@ describe('OutboxModule listener', () => {
     expect(relay.connections).toHaveLength(attempts);
     expect(running.engine.listenerState).toBe('reconnecting');
   });
+
+  it('probes LISTEN as soon as claims fail, and replaces a connection a moved address left half-open', async () => {
+    const relay = await proxy();
+    const through = urlThrough(relay);
+    // Its own probe is ten minutes away: only a failed claim can have it looked at sooner.
+    const running = await start(
+      {
+        listen: { connectionString: through, probeIntervalMs: TEN_MINUTES, queryTimeoutMs: 500 },
+        tuning: { statementTimeoutMs: 300, failedDrainRetryMs: 100 },
+      },
+      through,
+    );
+    await untilAsleep('the first drain at start', running.engine, BEFORE_START);
+    const [halfOpen] = await listenerBackends();
+
+    // Every open connection goes half-open, as when a virtual IP moves; new ones go through.
+    relay.blackhole();
+    running.engine.wake();
+    await eventually('a new LISTEN connection', async () => {
+      const backends = await listenerBackends();
+      return (
+        backends.some((pid) => pid !== halfOpen) && running.engine.listenerState === 'listening'
+      );
+    });
+
+    // Emitted by another app straight to the server: its NOTIFY can only reach the new connection.
+    const producer = await createOutboxApp({ url: t.db.url, outbox: { autoStart: false } });
+    cleanups.push(() => producer.close());
+    const id = await producer
+      .get(DataSource)
+      .transaction((manager) => producer.get(OutboxPublisher).emit(paid('inv-moved'), { manager }));
+    await eventually('the delivery woken by its NOTIFY', () => delivered(running, id));
+  });
 });

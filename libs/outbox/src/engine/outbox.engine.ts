@@ -136,7 +136,8 @@ export class OutboxEngine
       producerOptions(options, () => registry.orderedSettles()?.skipDead),
       {
         claimed: (n) => this.telemetry.claimed(n),
-        // The LISTEN connection need not wait out its backoff once the database answers.
+        // LISTEN follows the claims' way to the database: probed as they fail, back as they answer.
+        claimFailed: () => this.listener?.probeNow(),
         answeredAgain: () => this.listener?.reconnectNow(),
       },
     );

@@ -343,7 +343,7 @@ export class OutboxProducer {
     } catch (err) {
       this.dueRange.failed(ticket);
       this.deadLook.maybeDue();
-      this.claimFailed = true;
+      this.claimFailing();
       throw err;
     } finally {
       this.reserved -= limit;
@@ -351,7 +351,7 @@ export class OutboxProducer {
     if (!result.ok) {
       this.dueRange.failed(ticket);
       this.deadLook.maybeDue();
-      this.claimFailed = true;
+      this.claimFailing();
       return result;
     }
     if (includeDead) this.deadLook.answered(result.value, limit);
@@ -368,6 +368,11 @@ export class OutboxProducer {
       records: result.value,
       lease: { sentAt, deadline: sentAt + this.options.leaseMs },
     });
+  }
+
+  private claimFailing(): void {
+    this.claimFailed = true;
+    this.hooks.claimFailed?.();
   }
 
   /**

@@ -101,6 +101,19 @@ export class PgListener {
   }
 
   /**
+   * The engine's claims fail (the server may be gone, or a virtual IP moved and left this
+   * connection half-open): probe now rather than at the next period, so a dead connection is
+   * replaced within `queryTimeoutMs`. Nothing to do while a probe is in flight or no connection
+   * listens.
+   */
+  probeNow(): void {
+    const client = this.client;
+    if (this.current !== 'listening' || this.probeTimer === null || client === null) return;
+    this.clearProbe();
+    void this.probe(client);
+  }
+
+  /**
    * Stops probing and reconnecting and closes the client, waiting at most `budgetMs` (default
    * `queryTimeoutMs`) for a graceful goodbye. Idempotent.
    */
