@@ -5,6 +5,7 @@ import {
   OnOutboxEvent,
   OutboxEngine,
   OutboxHealthIndicator,
+  OutboxLeaseStore,
   OutboxPublisher,
   type HandlerContext,
   type OutboxEvent,
@@ -264,6 +265,36 @@ describe('OutboxModule delivery engine', () => {
     for (const id of [running, ...queued]) expect(await row(id)).toMatchObject({ attempts: 1 });
     expect(runsOf('q-2')).toBe(1);
     expect(runsOf('q-3')).toBe(1);
+  });
+
+  it('starts what a claim slower than the local queue TTL brought, in its free slots, without giving it back', async () => {
+    const claim = OutboxLeaseStore.prototype.claim;
+    const claimed: string[] = [];
+    let slowed = false;
+    // The first claim that brings events comes back after the queue's TTL, as on a busy server.
+    jest.spyOn(OutboxLeaseStore.prototype, 'claim').mockImplementation(async function (
+      this: OutboxLeaseStore,
+      options,
+    ) {
+      const result = await claim.call(this, options);
+      if (result.ok && result.value.length > 0) {
+        claimed.push(...result.value.map((record) => record.id));
+        if (!slowed) {
+          slowed = true;
+          await new Promise((resolve) => setTimeout(resolve, 600));
+        }
+      }
+      return result;
+    });
+    try {
+      const app = await start({ concurrency: 1, tuning: { localQueue: { ttlMs: 300 } } });
+      const [id] = await emit(app, ['slow-claim']);
+      await eventually('the event is delivered', () => delivered([id]));
+      expect(claimed).toEqual([id]);
+      expect(await row(id)).toMatchObject({ attempts: 1 });
+    } finally {
+      jest.restoreAllMocks();
+    }
   });
 
   it('retries a delivered settle whose backend was terminated while it waited for a row lock', async () => {

@@ -124,8 +124,9 @@ export class OutboxLocalQueueOptions {
   /** Most claimed events waiting for a slot; 0 claims only for the slots that are free. */
   @NumberFromText() @IsInt() @Min(0) @Max(10_000) size?: number = 500;
   /**
-   * Longest wait of a claimed event for a slot; past it the event is given back unstarted for any
-   * instance to take. Never longer than the lease leaves after the event's handler budget.
+   * Longest wait of a claimed event for a slot, from its claim's answer; past it the event is given
+   * back unstarted for any instance to take. Never longer than the lease leaves after the event's
+   * handler budget.
    */
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(100) ttlMs?: number = 5 * SECOND;
 }

@@ -250,8 +250,9 @@ export class OutboxProducer {
             return this.pause();
           }
           const { records, lease } = result.value;
+          const arrivedAt = Date.now();
           for (const record of records) {
-            const event = { record, lease, startBy: this.startBy(record, lease) };
+            const event = { record, lease, startBy: this.startBy(record, lease, arrivedAt) };
             // Claimed while stopping: give it back for another instance to take at once.
             if (this.running) this.queue.push(event);
             else this.giveBack(event);
@@ -298,12 +299,13 @@ export class OutboxProducer {
   }
 
   /**
-   * The latest a claimed event may start: the local queue's TTL after the claim, and never so
-   * late that its handlers' budget would outlast the lease.
+   * The latest a claimed event may start: the local queue's TTL after its claim came back (the
+   * wait for a slot starts there: a claim slower than the TTL still starts what it brought in
+   * the free slots), and never so late that its handlers' budget would outlast the lease.
    */
-  private startBy(record: OutboxRecord, lease: ClaimLease): number {
+  private startBy(record: OutboxRecord, lease: ClaimLease, arrivedAt: number): number {
     return Math.min(
-      lease.sentAt + this.options.localQueue.ttlMs,
+      arrivedAt + this.options.localQueue.ttlMs,
       this.executor.latestStart(record, lease),
     );
   }
