@@ -1,9 +1,12 @@
 import type { OutboxRecord } from '../store/lease/lease.types';
 import type { ClaimLease } from './outbox.executor';
+import type { RegisteredHandler } from '../handlers/registered-handler';
 
 /** A claimed event waiting for a free slot. */
 export interface QueuedEvent {
   record: OutboxRecord;
+  /** Its handlers, looked up once when its claim came back. */
+  handlers: readonly RegisteredHandler[];
   lease: ClaimLease;
   /** `Date.now()` after which it may no longer start: it goes back to the table instead. */
   startBy: number;

@@ -66,24 +66,35 @@ export class OutboxExecutor {
   }
 
   /**
-   * The latest `Date.now()` at which the event may start under `lease`: its longest handler
-   * budget and the settle headroom must still fit before the lease ends.
+   * The event's handlers, looked up once when its claim comes back and carried to its start; a
+   * type nobody handles is said once (its events are settled as delivered).
    */
-  latestStart(record: OutboxRecord, lease: ClaimLease): number {
+  handlersFor(record: OutboxRecord): readonly RegisteredHandler[] {
+    const handlers = this.registry.handlersOf(record.type);
+    if (handlers.length === 0) this.runner.reportUnhandled(record.type);
+    return handlers;
+  }
+
+  /**
+   * The latest `Date.now()` at which an event with these handlers may start under `lease`: its
+   * longest handler budget and the settle headroom must still fit before the lease ends.
+   */
+  latestStart(handlers: readonly RegisteredHandler[], lease: ClaimLease): number {
     let budget = 0;
-    for (const handler of this.registry.handlersOf(record.type)) {
-      budget = Math.max(budget, handler.budgetMs);
-    }
+    for (const handler of handlers) budget = Math.max(budget, handler.budgetMs);
     return lease.deadline - budget - LEASE_SETTLE_HEADROOM_MS;
   }
 
   /**
-   * Starts the event's handlers now, under the claim's `lease`; an event chained after another
-   * of its claim (`after`) first waits for that one to settle, holding its slot.
+   * Starts the event's `handlers` (see `handlersFor`) now, under the claim's `lease`; an event
+   * chained after another of its claim first waits for that one to settle, holding its slot.
    */
-  start(record: OutboxRecord, lease: ClaimLease, abandon?: AbortSignal): Promise<ExecutionResult> {
-    const handlers = this.registry.handlersOf(record.type);
-    if (handlers.length === 0) this.runner.reportUnhandled(record.type);
+  start(
+    record: OutboxRecord,
+    handlers: readonly RegisteredHandler[],
+    lease: ClaimLease,
+    abandon?: AbortSignal,
+  ): Promise<ExecutionResult> {
     const chained = this.keys.before(record, handlers);
     if (!chained) return this.run(record, handlers, lease, abandon);
     this.busy++;
@@ -134,6 +145,7 @@ export class OutboxExecutor {
     return run.outcomes.then((outcomes) => {
       if (!ended && outcomes.some((o) => !o.ok && o.timedOut))
         this.late.set(token, performance.now());
+      const settle = planSettle(record, handlers, outcomes, Date.now() - lease.sentAt);
       // Handlers cut short by a shutdown did not fail: the event keeps its lease and is claimed
       // again after it, so the handlers that were running get a fair new try.
       if (
@@ -143,7 +155,6 @@ export class OutboxExecutor {
         this.keys.abandoned(record);
         return 'abandoned' as const;
       }
-      const settle = planSettle(record, handlers, outcomes, Date.now() - lease.sentAt);
       const followed = this.keys.followed(record);
       return this.completer.complete(settle, lease.deadline, followed).then((result) => {
         if (followed) {

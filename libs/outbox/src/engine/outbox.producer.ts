@@ -228,7 +228,10 @@ export class OutboxProducer {
     const result = await this.claim(limit, true);
     if (!result.ok) return { limit, result };
     const { records, lease } = result.value;
-    return { limit, result: ok(records.map((r) => this.executor.start(r, lease, abandon))) };
+    const started = records.map((r) =>
+      this.executor.start(r, this.executor.handlersFor(r), lease, abandon),
+    );
+    return { limit, result: ok(started) };
   }
 
   private claimIfUseful(): void {
@@ -252,7 +255,12 @@ export class OutboxProducer {
           const { records, lease } = result.value;
           const arrivedAt = Date.now();
           for (const record of records) {
-            const event = { record, lease, startBy: this.startBy(record, lease, arrivedAt) };
+            const handlers = this.executor.handlersFor(record);
+            // The queue's wait counts from the claim's answer (a claim slower than the TTL still
+            // starts what it brought in free slots); the lease bounds it as well.
+            const latest = this.executor.latestStart(handlers, lease);
+            const startBy = Math.min(arrivedAt + this.options.localQueue.ttlMs, latest);
+            const event = { record, handlers, lease, startBy };
             // Claimed while stopping: give it back for another instance to take at once.
             if (this.running) this.queue.push(event);
             else this.giveBack(event);
@@ -289,25 +297,13 @@ export class OutboxProducer {
         (queued) => this.executor.ready(queued.record),
       );
       if (!event) break;
-      void this.executor.start(event.record, event.lease, this.abandon);
+      void this.executor.start(event.record, event.handlers, event.lease, this.abandon);
     }
     expired.push(...this.queue.expire(now));
     if (expired.length > 0) {
       this.queueLimit = 0;
       for (const event of expired) this.giveBack(event);
     }
-  }
-
-  /**
-   * The latest a claimed event may start: the local queue's TTL after its claim came back (the
-   * wait for a slot starts there: a claim slower than the TTL still starts what it brought in
-   * the free slots), and never so late that its handlers' budget would outlast the lease.
-   */
-  private startBy(record: OutboxRecord, lease: ClaimLease, arrivedAt: number): number {
-    return Math.min(
-      arrivedAt + this.options.localQueue.ttlMs,
-      this.executor.latestStart(record, lease),
-    );
   }
 
   /** Gives a claimed, unstarted event back to the table: due now, its attempt not counted. */
