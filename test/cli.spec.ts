@@ -128,6 +128,7 @@ describe('migrate', () => {
           'OutboxClaimFunction1772000000000',
           'OutboxOrdering1773000000000',
           'OutboxOrderingIndexes1773500000000',
+          'OutboxClaimPlans1774000000000',
         ],
       });
       expect(await cli(['migrate', '--url', url])).toEqual({

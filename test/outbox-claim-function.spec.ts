@@ -14,6 +14,7 @@ import {
   type NestedPlan,
   type PlanNode,
 } from './support/query-plans';
+import { Client } from 'pg';
 import { useTestDatabase } from './support/test-database';
 import { value } from './support/result-value';
 
@@ -88,6 +89,17 @@ function comparable({ claimedAt, leaseExpiresAt, ...record }: OutboxRecord) {
   return { ...record, leaseMs: leaseExpiresAt.getTime() - claimedAt.getTime() };
 }
 
+/** `count` due live rows of type 'bulk', 10 ms apart from `since` ago. */
+async function insertDue(count: number, since: string): Promise<void> {
+  await t.sql.query(
+    `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, next_attempt_at)
+     SELECT gen_random_uuid(), 'bulk', 'bulk', g::text, '{}',
+            now() - $2::interval + g * interval '10 milliseconds'
+     FROM generate_series(1, $1::int) AS g`,
+    [count, since],
+  );
+}
+
 describe('outbox_claim_live_v2', () => {
   it('claims exactly what CLAIM_LIVE claims, in the same order and shape', async () => {
     const due = await insertEveryState();
@@ -139,13 +151,7 @@ describe('outbox_claim_live_v2', () => {
            FROM generate_series(1, $1::int) AS g`,
           [RESTING],
         );
-        await t.sql.query(
-          `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, payload, next_attempt_at)
-           SELECT gen_random_uuid(), 'bulk', 'bulk', g::text, '{}',
-                  now() - interval '1 minute' + g * interval '10 milliseconds'
-           FROM generate_series(1, $1::int) AS g`,
-          [DUE],
-        );
+        await insertDue(DUE, '1 minute');
         await t.sql.query('ANALYZE outbox_event');
         await t.sql.query(`SET plan_cache_mode = ${mode}`);
         try {
@@ -172,6 +178,38 @@ describe('outbox_claim_live_v2', () => {
         }
       },
     );
+  });
+  it('keeps reading by index when its plans were made on an empty, never-analyzed table that then grows to 100,000 rows', async () => {
+    const GROWN = 100_000;
+    const LIMIT = 100;
+    // Nothing may analyze the table meanwhile: that would replan and hide a plan kept from before.
+    await t.sql.query('ALTER TABLE outbox_event SET (autovacuum_enabled = false)');
+    const session = new Client({ connectionString: t.db.directUrl });
+    await session.connect();
+    try {
+      // A connection's first claims on an empty table: the plans it keeps are made now.
+      for (let i = 0; i < 10; i++) {
+        const { rows } = await session.query(
+          CLAIM_LIVE_CALL,
+          claimParameters({ limit: LIMIT, leaseMs: LEASE_MS }),
+        );
+        expect(rows).toHaveLength(0);
+      }
+      await insertDue(GROWN, '1 hour');
+      const { plans, rows } = await nestedPlans(
+        session,
+        CLAIM_LIVE_CALL,
+        claimParameters({ limit: LIMIT, leaseMs: LEASE_MS }),
+      );
+      expect(rows).toHaveLength(LIMIT);
+      const scans = plans.flatMap((p) => tableScans(p.plan));
+      expect(scans.length).toBeGreaterThan(0);
+      expect(scans.filter((node) => node['Node Type'] === 'Seq Scan')).toEqual([]);
+      expect(scans.reduce((sum, node) => sum + rowsRead(node), 0)).toBeLessThanOrEqual(3 * LIMIT);
+    } finally {
+      await session.end();
+      await t.sql.query('ALTER TABLE outbox_event RESET (autovacuum_enabled)');
+    }
   });
 });
 

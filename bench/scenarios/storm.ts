@@ -6,6 +6,7 @@ import { OutboxPublisher } from '../../libs/outbox/src';
 import { createOutboxApp } from '../support/app';
 import { STORM_SECONDS } from '../support/config';
 import { withFreshDatabase, type BenchDatabase } from '../support/database';
+import { BackendCpuSampler } from '../support/process-stats';
 import { sampleEvent } from '../support/events';
 import { handlerHooks, resetHandlerHooks } from '../support/handlers';
 import { summarizeLatency, type LatencySummary } from '../support/percentiles';
@@ -38,7 +39,12 @@ interface Storm {
   xactsPerEvent: number;
   /** Commit → first line of the handler, when a consumer ran. */
   latency?: LatencySummary;
+  /** CPU per committed event: this process (producers and consumer), and the database's backends. */
+  cpuPerEvent: { processUs: number; serverUs: number | null };
 }
+
+/** The scenario's database, and whether its backends' CPU can be read here. */
+type StormDatabase = BenchDatabase & { local: boolean };
 
 type Producer = (manager: EntityManager, i: number) => Promise<string>;
 
@@ -68,13 +74,16 @@ async function serverXid(db: BenchDatabase): Promise<number> {
  * for a consumer (when `started` is given) to reach every event.
  */
 async function storm(
-  db: BenchDatabase,
+  db: StormDatabase,
   app: INestApplication,
   produce: Producer,
   started?: Map<string, number>,
 ): Promise<Storm> {
   const dataSource = app.get(DataSource);
   const committed = new Map<string, number>();
+  const backends = new BackendCpuSampler(db.sql, db.local);
+  await backends.start();
+  const cpuBefore = process.cpuUsage();
   const xidBefore = await serverXid(db);
   const begin = performance.now();
   const deadline = begin + STORM_SECONDS * 1000;
@@ -105,7 +114,19 @@ async function storm(
   }
   // The consumer's last settles are counted too: they are part of what the storm cost.
   const xacts = (await serverXid(db)) - xidBefore - 1;
-  return { commits: committed.size, seconds, xactsPerEvent: xacts / committed.size, latency };
+  const cpu = process.cpuUsage(cpuBefore);
+  const server = await backends.stop();
+  const events = committed.size;
+  return {
+    commits: events,
+    seconds,
+    xactsPerEvent: xacts / events,
+    latency,
+    cpuPerEvent: {
+      processUs: (cpu.user + cpu.system) / events,
+      serverUs: server.unavailable ? null : (server.seconds * 1e6) / events,
+    },
+  };
 }
 
 const rate = (s: Storm) => s.commits / s.seconds;
@@ -114,11 +135,13 @@ function describe(s: Storm): string {
   const latency = s.latency
     ? `, commit → handler p50 ${ms(s.latency.p50)} / p99 ${ms(s.latency.p99)}`
     : '';
-  return `${count(rate(s))} commits/s, ${s.xactsPerEvent.toFixed(2)} write transactions per event${latency}`;
+  const { processUs, serverUs } = s.cpuPerEvent;
+  const cpu = `CPU per event ${processUs.toFixed(0)} µs here${serverUs === null ? '' : ` + ${serverUs.toFixed(0)} µs server`}`;
+  return `${count(rate(s))} commits/s, ${s.xactsPerEvent.toFixed(2)} write transactions per event, ${cpu}${latency}`;
 }
 
 /** The outbox's emit, with the engine running (handlers timed) or stopped. */
-async function moduleStorm(db: BenchDatabase, consumerRunning: boolean): Promise<Storm> {
+async function moduleStorm(db: StormDatabase, consumerRunning: boolean): Promise<Storm> {
   const started = new Map<string, number>();
   handlerHooks.onStart = (event, at) => {
     if (!started.has(event.id)) started.set(event.id, at);
@@ -144,7 +167,7 @@ async function moduleStorm(db: BenchDatabase, consumerRunning: boolean): Promise
 }
 
 /** Bare rows through an engine-less app's DataSource, or the reference relay's storm. */
-async function bareStorm(db: BenchDatabase, produce: Producer, reference: boolean): Promise<Storm> {
+async function bareStorm(db: StormDatabase, produce: Producer, reference: boolean): Promise<Storm> {
   const app = await createOutboxApp(db.url, {
     handler: 'noop',
     autoStart: false,
@@ -172,7 +195,8 @@ export const stormScenario: Scenario = {
     withFreshDatabase(
       server,
       'storm',
-      async (db) => {
+      async (database) => {
+        const db = { ...database, local: server.local };
         const runs: Array<[string, () => Promise<Storm>]> = [
           ['bare INSERT', () => bareStorm(db, bareRow('outbox_bare', false), false)],
           ['INSERT + pg_notify', () => bareStorm(db, bareRow('outbox_bare', true), false)],
@@ -181,12 +205,15 @@ export const stormScenario: Scenario = {
           ['module, consumer running', () => moduleStorm(db, true)],
         ];
         const results = new Map<string, Storm>();
+        const only = process.env.BENCH_STORM_RUNS?.split(',');
         for (const [label, run] of runs) {
+          if (only && !only.some((o) => label.includes(o))) continue;
           await db.sql.query('TRUNCATE outbox_event, outbox_bare');
           const result = await run();
           results.set(label, result);
           note(`${label}: ${describe(result)}`);
         }
+        if (only) return [];
         const insert = results.get('bare INSERT')!;
         const notified = results.get('INSERT + pg_notify')!;
         const reference = results.get('reference relay')!;

@@ -1,22 +1,67 @@
 import { performance } from 'node:perf_hooks';
 /**
- * Claims in flight at once. A slot that frees while a claim is out need not wait for that claim
- * and then its own: under load a second claim takes it at once, and slots freed meanwhile still
+ * Claims in flight at once while claims come back full (a backlog): a slot that frees while a
+ * claim is out need not wait for that claim and then its own, and slots freed meanwhile still
  * gather into the next one.
  */
 const MAX_CLAIMS_IN_FLIGHT = 2;
 
 /**
+ * How long after a claim that brought some events, but fewer than it asked for, the next claim
+ * waits for more to arrive. Producers committing one event at a time wake the engine once per
+ * commit; claiming on each wake would spend a transaction of the database's (the producers'
+ * own database) on every event or two. An idle engine, whose last claim is older than this,
+ * claims at once.
+ */
+export const CLAIM_GATHER_MS = 2;
+
+/**
  * The producer's loop claims sent and not answered yet (its hand-driven ones are not here), with
- * when each was sent: liveness reads how long the oldest has been out.
+ * when each was sent (liveness reads how long the oldest has been out), and when the next may
+ * go: one at a time unless the last came back full; under a stream of wakes, gathered.
  */
 export class ClaimsInFlight {
   /** Each claim and the `performance.now()` it was sent at, oldest first (a Map keeps that order). */
   private readonly out = new Map<Promise<void>, number>();
+  /** The last claim answered came back full: more is due than it took. */
+  private backlog = false;
+  private gatherUntil = 0;
+  private gathering: NodeJS.Timeout | undefined;
 
-  /** As many claims are out as may be at once. */
-  get full(): boolean {
-    return this.out.size >= MAX_CLAIMS_IN_FLIGHT;
+  constructor(private readonly now: () => number = () => performance.now()) {}
+
+  /**
+   * Whether a claim may be sent now. One that must wait for a claim out calls nothing (that
+   * claim's answer looks again); one that waits out the gathering has `then` called at its end.
+   */
+  mayClaim(then: () => void): boolean {
+    if (this.out.size >= (this.backlog ? MAX_CLAIMS_IN_FLIGHT : 1)) return false;
+    const wait = this.backlog ? 0 : this.gatherUntil - this.now();
+    if (wait <= 0) return true;
+    this.gathering ??= setTimeout(() => {
+      this.gathering = undefined;
+      then();
+    }, wait);
+    return false;
+  }
+
+  /** A claim that asked for `limit` events came back with `brought`. */
+  answered(brought: number, limit: number): void {
+    this.backlog = brought >= limit;
+    const busy = brought > 0 && !this.backlog;
+    this.gatherUntil = busy ? this.now() + CLAIM_GATHER_MS : 0;
+  }
+
+  /** A claim failed: what comes next is neither a backlog nor gathered. */
+  failed(): void {
+    this.backlog = false;
+    this.gatherUntil = 0;
+  }
+
+  /** No gathering planned (the loop stopped). */
+  stop(): void {
+    clearTimeout(this.gathering);
+    this.gathering = undefined;
   }
 
   /** When the oldest claim still out was sent (`performance.now()`), or null when none is. */
@@ -27,7 +72,7 @@ export class ClaimsInFlight {
 
   /** A claim just sent. */
   add(claim: Promise<void>): void {
-    this.out.set(claim, performance.now());
+    this.out.set(claim, this.now());
   }
 
   delete(claim: Promise<void>): void {

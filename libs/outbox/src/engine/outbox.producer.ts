@@ -18,7 +18,7 @@ import { WakeTimer } from './wake-timer';
  * next queued event at once; claims refill the queue in batches (at most `batchSize` rows), so
  * under load a claim's round trip is never between a free slot and its next event, and no event
  * waits behind another's slow handler for longer than the queue's TTL, after which it is given
- * back unstarted. At most two claims are in flight, each for rows no other claim asked for.
+ * back unstarted. Claims go one at a time, gathered under a stream of wakes (see `ClaimsInFlight`).
  * Work "may be due" after a wake (a NOTIFY, the listener's reconnect, the poll), when the
  * earliest due time planned from one index probe arrives, when a failed event's retry falls due,
  * and for as long as claims come back full. Claims start at the head of the due range rather
@@ -113,6 +113,7 @@ export class OutboxProducer {
     this.running = false;
     clearInterval(this.poll);
     this.planned.clear();
+    this.claims.stop();
     for (const event of this.queue.drain()) this.giveBack(event);
   }
 
@@ -238,11 +239,11 @@ export class OutboxProducer {
     const mode = this.mode;
     // Held back: the next settle written pumps again.
     if (mode === 'stopped' || mode === 'held-back') return;
-    if (this.claims.full || this.answeredWakes === this.wakes) return;
+    if (this.answeredWakes === this.wakes) return;
     if (mode === 'paused') return this.wakeIn(this.pausedUntil - Date.now());
     const limit = this.wanted();
-    // A slot's end pumps again.
-    if (limit === 0) return;
+    // A slot's end pumps again; a claim's answer too.
+    if (limit === 0 || !this.claims.mayClaim(() => this.pump())) return;
     const wakesBefore = this.wakes;
     const claim: Promise<void> = this.claim(limit)
       .then(
@@ -253,6 +254,7 @@ export class OutboxProducer {
             return this.pause();
           }
           const { records, lease } = result.value;
+          this.claims.answered(records.length, limit);
           const arrivedAt = Date.now();
           for (const record of records) {
             const handlers = this.executor.handlersFor(record);
@@ -266,10 +268,11 @@ export class OutboxProducer {
             else this.giveBack(event);
           }
           this.startQueued();
-          // A full claim may have left more behind; a short one answered every wake before it.
+          // A full claim may have left more behind; a short one answered every wake before it (a
+          // wake since brings another claim, which probes if it is the last).
           if (records.length < limit) {
             this.answeredWakes = wakesBefore;
-            this.planFromProbe();
+            if (this.wakes === wakesBefore) this.planFromProbe();
           }
         },
         (err: unknown) => {
@@ -339,17 +342,13 @@ export class OutboxProducer {
         skipDead: this.options.skipDead?.(),
       });
     } catch (err) {
-      this.dueRange.failed(ticket);
-      this.deadLook.maybeDue();
-      this.claimFailing();
+      this.claimFailing(ticket);
       throw err;
     } finally {
       this.reserved -= limit;
     }
     if (!result.ok) {
-      this.dueRange.failed(ticket);
-      this.deadLook.maybeDue();
-      this.claimFailing();
+      this.claimFailing(ticket);
       return result;
     }
     if (includeDead) this.deadLook.answered(result.value, limit);
@@ -368,7 +367,10 @@ export class OutboxProducer {
     });
   }
 
-  private claimFailing(): void {
+  private claimFailing(ticket: ReturnType<DueRange['send']>): void {
+    this.dueRange.failed(ticket);
+    this.deadLook.maybeDue();
+    this.claims.failed();
     this.claimFailed = true;
     this.hooks.claimFailed?.();
   }

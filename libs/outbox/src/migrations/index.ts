@@ -11,6 +11,7 @@ import { OutboxAdminChange1771000000000 } from './1771000000000-outbox-admin-cha
 import { OutboxClaimFunction1772000000000 } from './1772000000000-outbox-claim-function';
 import { OutboxOrdering1773000000000 } from './1773000000000-outbox-ordering';
 import { OutboxOrderingIndexes1773500000000 } from './1773500000000-outbox-ordering-indexes';
+import { OutboxClaimPlans1774000000000 } from './1774000000000-outbox-claim-plans';
 import { InvalidOutboxMigrationsOptionsError } from '../outbox.errors';
 
 /** A migration class, as TypeORM's `migrations` option takes it. */
@@ -36,6 +37,7 @@ export const OUTBOX_MIGRATIONS: OutboxMigration[] = [
   OutboxClaimFunction1772000000000,
   OutboxOrdering1773000000000,
   OutboxOrderingIndexes1773500000000,
+  OutboxClaimPlans1774000000000,
 ];
 
 /** The migrations whose only work is building (and dropping) indexes on `outbox_event`. */
@@ -94,3 +96,4 @@ export * from './1771000000000-outbox-admin-change';
 export * from './1772000000000-outbox-claim-function';
 export * from './1773000000000-outbox-ordering';
 export * from './1773500000000-outbox-ordering-indexes';
+export * from './1774000000000-outbox-claim-plans';

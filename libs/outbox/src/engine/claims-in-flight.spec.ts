@@ -1,0 +1,74 @@
+import { CLAIM_GATHER_MS, ClaimsInFlight } from './claims-in-flight';
+
+describe('ClaimsInFlight', () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
+  /** Its clock moves with the fake timers only. */
+  let clock = 0;
+  const advance = (ms: number) => {
+    clock += ms;
+    jest.advanceTimersByTime(ms);
+  };
+  const inFlight = () => new ClaimsInFlight(() => clock);
+
+  const never = new Promise<void>(() => undefined);
+
+  it('lets one claim out at a time while claims come back short', () => {
+    const claims = inFlight();
+    const later = jest.fn();
+    expect(claims.mayClaim(later)).toBe(true);
+    claims.add(never);
+    expect(claims.mayClaim(later)).toBe(false);
+    advance(10 * CLAIM_GATHER_MS);
+    // The claim out answers the wake: nothing is planned for it.
+    expect(later).not.toHaveBeenCalled();
+  });
+
+  it('lets a second claim out while the last came back full', () => {
+    const claims = inFlight();
+    claims.answered(10, 10);
+    claims.add(never);
+    expect(claims.mayClaim(jest.fn())).toBe(true);
+    claims.add(Promise.resolve());
+    expect(claims.mayClaim(jest.fn())).toBe(false);
+  });
+
+  it('after a short claim that brought events, waits CLAIM_GATHER_MS for more, then looks again', () => {
+    const claims = inFlight();
+    const first = Promise.resolve();
+    claims.add(first);
+    claims.answered(3, 100);
+    claims.delete(first);
+    const later = jest.fn();
+    expect(claims.mayClaim(later)).toBe(false);
+    expect(claims.mayClaim(later)).toBe(false);
+    advance(CLAIM_GATHER_MS - 1);
+    expect(later).not.toHaveBeenCalled();
+    advance(1);
+    // One look for however many wakes came while it gathered.
+    expect(later).toHaveBeenCalledTimes(1);
+    expect(claims.mayClaim(later)).toBe(true);
+  });
+
+  it.each([
+    ['an empty claim', (c: ClaimsInFlight) => c.answered(0, 100)],
+    ['a full claim', (c: ClaimsInFlight) => c.answered(100, 100)],
+    ['a failed claim', (c: ClaimsInFlight) => c.failed()],
+  ])('claims at once after %s, even one answered while gathering', (_, answer) => {
+    const claims = inFlight();
+    claims.answered(3, 100);
+    answer(claims);
+    expect(claims.mayClaim(jest.fn())).toBe(true);
+  });
+
+  it('plans nothing once stopped', () => {
+    const claims = inFlight();
+    claims.answered(3, 100);
+    const later = jest.fn();
+    expect(claims.mayClaim(later)).toBe(false);
+    claims.stop();
+    advance(10 * CLAIM_GATHER_MS);
+    expect(later).not.toHaveBeenCalled();
+  });
+});
