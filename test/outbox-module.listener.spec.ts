@@ -291,13 +291,18 @@ describe('OutboxModule listener', () => {
     expect(running.engine.listenerState).toBe('reconnecting');
   });
 
-  it('probes LISTEN as soon as claims fail, and replaces a connection a moved address left half-open', async () => {
+  it('replaces LISTEN and the pooled connections at once when a statement finds the server gone behind a moved address', async () => {
     const relay = await proxy();
     const through = urlThrough(relay);
-    // Its own probe is ten minutes away: only a failed claim can have it looked at sooner.
+    // Its own probe and a probe's timeout are ten minutes away: only a statement that finds the
+    // server gone can have it replaced sooner.
     const running = await start(
       {
-        listen: { connectionString: through, probeIntervalMs: TEN_MINUTES, queryTimeoutMs: 500 },
+        listen: {
+          connectionString: through,
+          probeIntervalMs: TEN_MINUTES,
+          queryTimeoutMs: TEN_MINUTES,
+        },
         tuning: { statementTimeoutMs: 300, failedDrainRetryMs: 100 },
       },
       through,
@@ -305,8 +310,11 @@ describe('OutboxModule listener', () => {
     await untilAsleep('the first drain at start', running.engine, BEFORE_START);
     const [halfOpen] = await listenerBackends();
 
+    const claim = jest.spyOn(OutboxLeaseStore.prototype, 'claim');
     // Every open connection goes half-open, as when a virtual IP moves; new ones go through.
     relay.blackhole();
+    const halfOpenLinks = relay.connections.filter((link) => link.blackholed);
+    expect(halfOpenLinks.length).toBeGreaterThan(1);
     running.engine.wake();
     await eventually('a new LISTEN connection', async () => {
       const backends = await listenerBackends();
@@ -314,6 +322,15 @@ describe('OutboxModule listener', () => {
         backends.some((pid) => pid !== halfOpen) && running.engine.listenerState === 'listening'
       );
     });
+    // The pool's other connections reach the same lost server: none is used again, so only the
+    // first claim waited out its deadline on one.
+    await eventually('every half-open connection given up by the app', () =>
+      halfOpenLinks.every((link) => link.clientClosed),
+    );
+    const results = await Promise.all(
+      claim.mock.results.map((r) => r.value as ReturnType<OutboxLeaseStore['claim']>),
+    );
+    expect(results.filter((result) => !result.ok)).toHaveLength(1);
 
     // Emitted by another app straight to the server: its NOTIFY can only reach the new connection.
     const producer = await createOutboxApp({ url: t.db.url, outbox: { autoStart: false } });

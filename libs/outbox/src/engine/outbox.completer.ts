@@ -10,6 +10,7 @@ import {
   type Settle,
   type SettleResult,
 } from './settle-statements';
+import { WrittenSettles } from './written-settles';
 
 /** Error text in a log line; the whole scrubbed text is in the row's `last_error`. */
 const LOGGED_ERROR_LENGTH = 500;
@@ -83,6 +84,7 @@ export class OutboxCompleter {
   private timerAt = Infinity;
   private scheduled = false;
   private currentFailure: SettleFailure | null = null;
+  private readonly written = new WrittenSettles();
 
   constructor(
     private readonly repository: OutboxLeaseStore,
@@ -143,6 +145,34 @@ export class OutboxCompleter {
       });
       this.schedule();
     });
+  }
+
+  /**
+   * Writes again the delivered and failed settles written since `from` (epoch ms), after the
+   * database failed and answered again (see `WrittenSettles`). Resolves with how many the
+   * database lacked (written now), or null when it failed again.
+   */
+  async writeAgain(from: number): Promise<number | null> {
+    const { delivered, failed } = this.written.takeSince(from);
+    const { batchSize, deadRetryMs, deadRetryByType } = this.options;
+    let lacked = 0;
+    const writeAll = async <T>(
+      settles: T[],
+      write: (batch: T[]) => Promise<OutboxResult<SettleOutcome>>,
+    ): Promise<boolean> => {
+      for (let i = 0; i < settles.length; i += batchSize) {
+        const result = await write(settles.slice(i, i + batchSize));
+        if (!result.ok) return false;
+        lacked += result.value.settled.length;
+      }
+      return true;
+    };
+    const done =
+      (await writeAll(delivered, (batch) => this.repository.markDelivered(batch))) &&
+      (await writeAll(failed, (batch) =>
+        this.repository.markFailed(batch, { deadRetryMs, deadRetryByType }),
+      ));
+    return done ? lacked : null;
   }
 
   /** Resolves once nothing is queued or being written, or when `signal` aborts. */
@@ -250,6 +280,10 @@ export class OutboxCompleter {
     if (!result.ok) return this.retryOrGiveUp(batch, result.error.message, result.error.code);
     this.currentFailure = null;
     const stale = new Set(result.value.stale);
+    this.written.remember(
+      batch.map((p) => p.item),
+      stale,
+    );
     const dead = new Set(result.value.newlyDead ?? []);
     if (kind === 'failed') {
       this.logFailures(batch, dead);

@@ -12,13 +12,14 @@ import type { ClientConfig } from 'pg';
 import type { DataSource } from 'typeorm';
 import { EventDispatcher } from '../handlers/event.dispatcher';
 import { HandlerRunner } from '../handlers/handler.runner';
-import type { OutboxStoreError } from '../outbox.errors';
 import type { ResolvedOutboxOptions } from '../outbox.options';
 import { OutboxCompleter, type SettleFailure } from './outbox.completer';
 import { completerOptions, type CompleterOptions } from './settle-statements';
 import { catchUpDeadSchedule } from './dead-schedule.catch-up';
-import { OutboxExecutor, type ExecutionResult } from './outbox.executor';
+import { OutboxExecutor } from './outbox.executor';
 import { OutboxProducer } from './outbox.producer';
+import { tally, type DrainReport } from './drain-report';
+import { DatabaseReturn } from './database-return';
 import { producerOptions, type ProducerMode } from './producer.types';
 import { InstanceReportStore } from '../store/instance-report.store';
 import { OutboxLeaseStore } from '../store/lease/lease.store';
@@ -34,25 +35,7 @@ import { OutboxHeartbeat } from './outbox.heartbeat';
 import { RateLimitedLog } from '../common/rate-limited-log.util';
 import { scrubError } from '../common/scrub-error.util';
 
-/** What one `drainOnce` did. */
-export interface DrainReport {
-  ok: boolean;
-  /** The claim failed; nothing was delivered. */
-  error?: OutboxStoreError;
-  /** Most events the claim asked for. */
-  limit: number;
-  claimed: number;
-  /** Events whose every remaining handler succeeded. */
-  delivered: number;
-  /** Events with a failed handler, scheduled again or dead. */
-  failed: number;
-  /** Events that ran out of attempts in this drain (each announced once). */
-  dead: number;
-  /** Settles that found their lease taken by a newer claim (nothing written). */
-  stale: number;
-  /** Settles the store kept refusing until the lease ran out (the handlers run again). */
-  lost: number;
-}
+export type { DrainReport } from './drain-report';
 
 /** This instance's slots: how many events run, and how many of them are past their budget. */
 export interface OutboxSlots {
@@ -126,6 +109,11 @@ export class OutboxEngine
       onStatement: (kind, ms, ok) => this.telemetry.settled(kind, ms, ok),
       onDead: (types) => this.telemetry.dead(types),
     });
+    const databaseReturn = new DatabaseReturn(
+      this.completer,
+      () => this.listener,
+      (line) => this.logger.warn(line),
+    );
     this.executor = new OutboxExecutor(registry, runner, this.completer, () =>
       this.producer.slotFreed(),
     );
@@ -136,9 +124,8 @@ export class OutboxEngine
       producerOptions(options, () => registry.orderedSettles()?.skipDead),
       {
         claimed: (n) => this.telemetry.claimed(n),
-        // LISTEN follows the claims' way to the database: probed as they fail, back as they answer.
-        claimFailed: () => this.listener?.probeNow(),
-        answeredAgain: () => this.listener?.reconnectNow(),
+        claimFailed: (error) => databaseReturn.claimFailed(error),
+        answeredAgain: () => void databaseReturn.answeredAgain(),
       },
     );
     // The state gauges read what the health probe reads, from where this instance claims.
@@ -386,14 +373,4 @@ export class OutboxEngine
   private listenerClient(): ClientConfig {
     return listenerClientConfig(this.dataSource, this.options.listen.connectionString);
   }
-}
-
-function tally(report: DrainReport, execution: ExecutionResult): void {
-  if (execution === 'abandoned') return;
-  const { settle, result } = execution;
-  if (settle.kind === 'delivered') report.delivered++;
-  if (settle.kind === 'failed') report.failed++;
-  if (result === 'dead') report.dead++;
-  if (result === 'stale') report.stale++;
-  if (result === 'lost') report.lost++;
 }

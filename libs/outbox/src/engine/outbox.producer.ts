@@ -342,13 +342,13 @@ export class OutboxProducer {
         skipDead: this.options.skipDead?.(),
       });
     } catch (err) {
-      this.claimFailing(ticket);
+      this.claimFailing(ticket, err as Error);
       throw err;
     } finally {
       this.reserved -= limit;
     }
     if (!result.ok) {
-      this.claimFailing(ticket);
+      this.claimFailing(ticket, result.error);
       return result;
     }
     if (includeDead) this.deadLook.answered(result.value, limit);
@@ -367,12 +367,12 @@ export class OutboxProducer {
     });
   }
 
-  private claimFailing(ticket: ReturnType<DueRange['send']>): void {
+  private claimFailing(ticket: ReturnType<DueRange['send']>, error: Error): void {
     this.dueRange.failed(ticket);
     this.deadLook.maybeDue();
     this.claims.failed();
     this.claimFailed = true;
-    this.hooks.claimFailed?.();
+    this.hooks.claimFailed?.(error);
   }
 
   /**

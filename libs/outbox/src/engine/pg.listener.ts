@@ -114,6 +114,19 @@ export class PgListener {
   }
 
   /**
+   * The engine's statements show the server gone or no longer the primary: this connection
+   * reaches the same server, and may be half-open (a moved virtual IP answers nothing), so it is
+   * closed and a new one made at once rather than after a probe's timeout. Nothing to do while
+   * no connection listens.
+   */
+  replaceNow(): void {
+    const client = this.client;
+    if (this.current !== 'listening' || client === null) return;
+    this.drop(client, 'the server was lost on another connection');
+    this.reconnectNow();
+  }
+
+  /**
    * Stops probing and reconnecting and closes the client, waiting at most `budgetMs` (default
    * `queryTimeoutMs`) for a graceful goodbye. Idempotent.
    */

@@ -30,8 +30,8 @@ export type ProducerOptions = Pick<ResolvedOutboxOptions, 'concurrency' | 'lease
 export interface ProducerHooks {
   /** Each claim that came back, with how many events it leased. */
   claimed?(count: number): void;
-  /** Each claim that failed: the database may be away, or this process's way to it. */
-  claimFailed?(): void;
+  /** Each claim that failed, with why: the database may be away, or this process's way to it. */
+  claimFailed?(error: { code?: unknown; message?: unknown }): void;
   /**
    * A claim came back after one failed: the database answers again (a restart, a failover, a
    * network fault that healed), so whatever waits out a backoff may try at once.

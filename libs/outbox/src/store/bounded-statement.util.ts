@@ -1,4 +1,5 @@
 import { escapeLiteral } from 'pg';
+import { ConnectionTrust, serverLost } from './connection-trust';
 /** The parts of a pg client and of TypeORM's PostgreSQL driver this module relies on. */
 interface PgClient {
   query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
@@ -13,7 +14,8 @@ interface PoolDriver {
   master?: { on?(event: 'connect', listener: (client: PgClient) => void): unknown };
 }
 
-const guardedPools = new WeakSet<object>();
+/** Each guarded pool's trust in its connections (see `ConnectionTrust`). */
+const guardedPools = new WeakMap<object, ConnectionTrust>();
 
 /**
  * Gives every new connection of the DataSource's pool an 'error' listener for its whole life.
@@ -22,11 +24,18 @@ const guardedPools = new WeakSet<object>();
  * `pg_terminate_backend`) would otherwise raise an uncaught 'error' and end the process. The
  * connection is unusable either way: its users' queries fail and the pool drops it on release.
  */
-export function guardPoolConnections(dataSource: { driver: PoolDriver }): void {
+export function guardPoolConnections(dataSource: { driver: PoolDriver }): ConnectionTrust {
   const pool = dataSource.driver.master;
-  if (!pool?.on || guardedPools.has(pool)) return;
-  guardedPools.add(pool);
-  pool.on('connect', (client) => client.on?.('error', ignore));
+  if (!pool?.on) return new ConnectionTrust();
+  let trust = guardedPools.get(pool);
+  if (trust) return trust;
+  const created = new ConnectionTrust();
+  guardedPools.set(pool, (trust = created));
+  pool.on('connect', (client) => {
+    client.on?.('error', ignore);
+    created.opened(client);
+  });
+  return trust;
 }
 
 export interface StatementBounds {
@@ -91,14 +100,15 @@ export async function runBounded(
   bounds: StatementBounds,
 ): Promise<unknown[]> {
   const deadlineMs = bounds.statementTimeoutMs + CLIENT_DEADLINE_MARGIN_MS;
-  guardPoolConnections(dataSource);
-  const [client, release] = await acquire(dataSource, deadlineMs, bounds.signal);
+  const trust = guardPoolConnections(dataSource);
+  const [client, release] = await acquireTrusted(dataSource, trust, deadlineMs, bounds.signal);
   return new Promise<unknown[]>((resolve, reject) => {
     let settled = false;
     let disposed = false;
     const dispose = (error?: Error) => {
       if (disposed) return;
       disposed = true;
+      if (error && serverLost(error)) trust.distrust();
       clearTimeout(timer);
       bounds.signal?.removeEventListener('abort', onAbort);
       client.removeListener?.('error', onSocketError);
@@ -139,6 +149,11 @@ export async function runBounded(
         // The server answered (a lock or statement timeout, a constraint): the connection is
         // sound once the transaction is rolled back. Anything else broke the connection.
         if (typeof (error as { code?: unknown }).code !== 'string') return dispose(failure);
+        if (serverLost(error as Error)) {
+          // Connected, but to a server that is stopping or not the primary: so is every other.
+          trust.distrust();
+          return dispose(failure);
+        }
         try {
           await client.query('ROLLBACK');
           dispose();
@@ -148,6 +163,24 @@ export async function runBounded(
       }
     })();
   });
+}
+
+/**
+ * A pool connection opened since the server was last lost (see `ConnectionTrust`), within
+ * `deadlineMs` in all: older ones are closed as they come out of the pool.
+ */
+async function acquireTrusted(
+  dataSource: { driver: PoolDriver },
+  trust: ConnectionTrust,
+  deadlineMs: number,
+  signal: AbortSignal | undefined,
+): Promise<[PgClient, Release]> {
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    const [client, release] = await acquire(dataSource, Math.max(1, deadline - Date.now()), signal);
+    if (trust.trusted(client)) return [client, release];
+    discard(client, release, new Error('opened before the database was lost'));
+  }
 }
 
 /**
