@@ -1,13 +1,19 @@
 import { findFreePort } from '../../support/free-port';
-import { EMITTED_LATENCIES, latencySpread, tally, type LatencySpread } from '../support/counts';
+import {
+  EMITTED_LATENCIES,
+  latencySpread,
+  liveRows,
+  tally,
+  type LatencySpread,
+} from '../support/counts';
 import type { FaultDatabase } from '../support/database';
 import { drainAll } from '../support/drain';
 import { HealthWatch, overHttp, type HealthSample } from '../support/health';
 import type { StreamReport, WorkerStatus } from '../support/ipc';
-import { giveBacks, logLeases } from '../support/leases';
+import { giveBacks, logLeases, slowSplit } from '../support/leases';
 import { median } from '../support/kill-loop';
 import { sleep, waitUntil, type FaultChild } from '../support/processes';
-import { ms, type Scenario, type ScenarioContext } from '../support/scenario';
+import { ms, type Outcome, type Scenario, type ScenarioContext } from '../support/scenario';
 
 const PODS = 3;
 /** A twentieth of the batches are slow events; the rest take up to HANDLER_DELAY_MS. */
@@ -26,9 +32,10 @@ const OUTBOX = {
 };
 /** How often the runner probes a pod that is starting or stopping (the kubelet's period, shortened). */
 const PROBE_EVERY_MS = 50;
-/** The targets: give-backs taken within a second, p99 during the rollout ≤ 2 × steady. */
+/** The targets: give-backs taken within a second, p99 during the rollout ≤ 1.5 × steady + 20 ms. */
 const GIVE_BACK_LIMIT_MS = 1000;
-const P99_RATIO_LIMIT = 2;
+const P99_RATIO_LIMIT = 1.5;
+const P99_MARGIN_MS = 20;
 
 interface Pod {
   child: FaultChild;
@@ -52,7 +59,7 @@ interface Leaving {
  * liveness must never go down. A trigger logs claims, releases and settles: each event the old
  * pods gave back must be claimed again within a second, and no claim may follow a lease that ran
  * out. Delivery p99 (commit to first handler call) during the rollout is compared with a steady
- * window just before it.
+ * window just before it. The rollout runs twice: alone, then after a backlog went through.
  */
 export const rollingDeploy: Scenario = {
   name: 'rolling-deploy',
@@ -68,45 +75,27 @@ export const rollingDeploy: Scenario = {
 
     await producer.request({ cmd: 'stream-start', perSecond: rate, batch: 4, slow: SLOW });
     await sleep(warmupMs);
-    const steadyFrom = Date.now();
-    await sleep(steadyMs);
-    const rolloutFrom = Date.now();
-    ctx.note(`steady window done; rolling ${PODS} pods`);
-
-    const aimMs = ctx.quick ? 3000 : 5000;
-    const readyTimes: number[] = [];
-    const boots: Array<[number, number]> = [];
-    let withQueued = 0;
-    const leaving: Leaving[] = [];
-    for (const [slot, old] of pods.entries()) {
-      const fresh = await startPod(ctx, slot + 1, "'");
-      const firstUp = await becameReady(fresh);
-      readyTimes.push(firstUp - fresh.child.spawnedAt);
-      boots.push([fresh.child.spawnedAt, firstUp]);
-      if (await holdsUnstarted(old, aimMs)) withQueued++;
-      old.child.signal('SIGTERM');
-      leaving.push({
-        pod: old,
-        ready: new HealthWatch(old.child, PROBE_EVERY_MS, overHttp(old.port)),
-        live: new HealthWatch(old.child, PROBE_EVERY_MS, overHttp(old.port, '/health/live')),
-      });
-      pods[slot] = fresh;
+    // Alone, then on a database a backlog has just gone through (a bigger table, dead tuples,
+    // autovacuum at work): the rollout's p99 against the steady window just before it, each time.
+    const rounds: Round[] = [];
+    for (const label of ['alone', 'after load'] as const) {
+      if (label === 'after load') await loadBurst(ctx, producer, ctx.quick ? 3000 : 10_000);
+      const steadyFrom = Date.now();
+      await sleep(steadyMs);
+      ctx.note(`${label}: steady window done; rolling ${PODS} pods`);
+      const rollout = await rollOnce(ctx, pods, "'".repeat(rounds.length + 1));
+      ctx.note(`${label}: rollout done in ${ms(rollout.to - rollout.from)}`);
+      rounds.push({ label, steadyFrom, ...rollout });
     }
-    const exits = await Promise.all(
-      leaving.map(({ pod }) => pod.child.waitForExit(OUTBOX.shutdownGraceMs + 10_000)),
-    );
-    await Promise.all(leaving.flatMap((l) => [l.ready.stop(), l.live.stop()]));
-    const rolloutTo = Math.max(...exits.map((exit) => exit.at));
-    ctx.note(`rollout done in ${ms(rolloutTo - rolloutFrom)}; draining`);
     await sleep(1000);
     const stream = await producer.request<StreamReport>({ cmd: 'stream-stop' }, 30_000);
     const drainMs = await drainAll(ctx.db, 60_000);
 
-    const steady = await latencySpread(ctx.db, steadyFrom, rolloutFrom);
-    const rollout = await latencySpread(ctx.db, rolloutFrom, rolloutTo);
-    const ratio = (rollout.p99 ?? NaN) / (steady.p99 ?? NaN);
-    const slowDuringBoot = await slowWhileBooting(ctx.db, rolloutFrom, rolloutTo, steady, boots);
     const given = await giveBacks(ctx.db);
+    const leaving = rounds.flatMap((r) => r.leaving);
+    const exits = rounds.flatMap((r) => r.exits);
+    const readyTimes = rounds.flatMap((r) => r.readyTimes);
+    const ratios: number[] = [];
     const probes = leaving.map(probesAfterShutdown);
     const sum = (pick: (p: ProbeCounts) => number) => probes.reduce((n, p) => n + pick(p), 0);
 
@@ -124,8 +113,6 @@ export const rollingDeploy: Scenario = {
       'old pod exit after SIGTERM (each)',
       leaving.map((l) => ms(l.pod.child.exit!.at - shutdownBegan(l))).join(' / '),
     );
-    outcome.figure('SIGTERMs that found claims queued, unstarted', `${withQueued} / ${PODS}`);
-    outcome.figure('rollout (first spawn to last exit)', ms(rolloutTo - rolloutFrom));
     outcome.figure(
       'old pods: probes after shutdown began (503 / no answer)',
       `${sum((p) => p.sent)} (${sum((p) => p.down)} / ${sum((p) => p.noAnswer)})`,
@@ -134,22 +121,7 @@ export const rollingDeploy: Scenario = {
       'old pods: first readiness answer after shutdown began',
       probes.map((p) => ms(p.firstAnswerMs)).join(' / '),
     );
-    outcome.figure(`delivery p50 / p99 steady (${steady.events} events)`, spread(steady));
-    outcome.figure(`delivery p50 / p99 rollout (${rollout.events} events)`, spread(rollout));
-    // A figure with its target, not a check: a time ratio on a shared machine is a benchmark's
-    // to judge, and the checks below hold what must never happen.
-    outcome.figure(
-      `p99 rollout / steady (target ≤ ${P99_RATIO_LIMIT} ×)`,
-      Number.isFinite(ratio)
-        ? `${ratio.toFixed(2)} × (${ratio <= P99_RATIO_LIMIT ? 'met' : 'missed'})`
-        : 'n/a',
-    );
-    outcome.figure(
-      'rollout events over steady p99 / emitted while a pod booted',
-      `${slowDuringBoot.slow} / ${slowDuringBoot.duringBoot} (boots: ${Math.round(
-        (100 * boots.reduce((t, [from, to]) => t + to - from, 0)) / (rolloutTo - rolloutFrom),
-      )} % of the rollout)`,
-    );
+    for (const round of rounds) ratios.push(await roundFigures(ctx.db, outcome, round));
     outcome.figure('events given back / taken again', `${given.released} / ${given.taken}`);
     outcome.figure(
       'give-back to next claim (median / max)',
@@ -171,7 +143,6 @@ export const rollingDeploy: Scenario = {
       'liveness down while shutting down',
       sum((p) => p.liveDown),
     );
-    outcome.check('the SIGTERMs gave claimed events back', given.released > 0, given.released);
     outcome.check(
       'every given-back event claimed again',
       given.taken === given.released,
@@ -183,7 +154,9 @@ export const rollingDeploy: Scenario = {
       ms(given.maxMs),
     );
     outcome.checkZero('claims that waited for a lease to run out', given.leaseExpiries);
-    outcome.summary.recover = `ready ${ms(median(readyTimes))}, p99 ${Number.isFinite(ratio) ? ratio.toFixed(2) : 'n/a'} ×`;
+    outcome.summary.recover = `ready ${ms(median(readyTimes))}, p99 ${ratios
+      .map((r) => (Number.isFinite(r) ? r.toFixed(2) : 'n/a'))
+      .join(' / ')} ×`;
   },
 };
 
@@ -208,17 +181,109 @@ async function becameReady({ child, port }: Pod): Promise<number> {
   return watch.first('up', 0)!.at;
 }
 
+/** One pod after another replaced, as the loop in `rollingDeploy` describes. */
+interface Rollout {
+  from: number;
+  to: number;
+  readyTimes: number[];
+  /** Each new pod's spawn and first ready answer. */
+  boots: Array<[number, number]>;
+  /** SIGTERMs sent while the old pod held claimed events it had not started. */
+  withQueued: number;
+  leaving: Leaving[];
+  exits: Awaited<ReturnType<FaultChild['waitForExit']>>[];
+}
+
+interface Round extends Rollout {
+  label: 'alone' | 'after load';
+  steadyFrom: number;
+}
+
 /**
- * Waits up to `waitMs` for the pod to hold claimed events it has not started (its slots full,
- * the rest in its local queue): the SIGTERM then has something to give back, which is what the
- * give-back figures measure. Kubernetes does not aim; a pod under load is often in that state.
+ * Replaces each of `pods` in turn (in place): a new pod, its readiness, then SIGTERM to the old
+ * one, without waiting for its exit before the next; resolves once every old pod exited.
  */
-async function holdsUnstarted({ child }: Pod, waitMs: number): Promise<boolean> {
-  return waitUntil(
-    async () => (await child.request<WorkerStatus>({ cmd: 'status' })).queued > 0,
-    waitMs,
-    10,
+async function rollOnce(ctx: ScenarioContext, pods: Pod[], suffix: string): Promise<Rollout> {
+  const from = Date.now();
+  const rollout: Omit<Rollout, 'to' | 'exits'> = {
+    from,
+    readyTimes: [],
+    boots: [],
+    withQueued: 0,
+    leaving: [],
+  };
+  for (const [slot, old] of pods.entries()) {
+    const fresh = await startPod(ctx, slot + 1, suffix);
+    const firstUp = await becameReady(fresh);
+    rollout.readyTimes.push(firstUp - fresh.child.spawnedAt);
+    rollout.boots.push([fresh.child.spawnedAt, firstUp]);
+    const { queued } = await old.child.request<WorkerStatus>({ cmd: 'status' });
+    if (queued > 0) rollout.withQueued++;
+    old.child.signal('SIGTERM');
+    rollout.leaving.push({
+      pod: old,
+      ready: new HealthWatch(old.child, PROBE_EVERY_MS, overHttp(old.port)),
+      live: new HealthWatch(old.child, PROBE_EVERY_MS, overHttp(old.port, '/health/live')),
+    });
+    pods[slot] = fresh;
+  }
+  const exits = await Promise.all(
+    rollout.leaving.map(({ pod }) => pod.child.waitForExit(OUTBOX.shutdownGraceMs + 10_000)),
   );
+  await Promise.all(rollout.leaving.flatMap((l) => [l.ready.stop(), l.live.stop()]));
+  return { ...rollout, exits, to: Math.max(...exits.map((exit) => exit.at)) };
+}
+
+/**
+ * A backlog on top of the stream: `count` events in transactions of 250, waited for until no
+ * more rows are live than the stream keeps in flight (at most a minute), and a second more.
+ */
+async function loadBurst(ctx: ScenarioContext, producer: FaultChild, count: number): Promise<void> {
+  const startedAt = Date.now();
+  await producer.request({ cmd: 'emit', count, batch: 250, kind: 'work' }, 60_000);
+  await waitUntil(async () => (await liveRows(ctx.db)) < 20, 60_000, 100);
+  await sleep(1000);
+  ctx.note(`load: ${count} events through in ${ms(Date.now() - startedAt)}`);
+}
+
+/** A round's delivery figures; returns its p99 ratio, rollout over steady. */
+async function roundFigures(db: FaultDatabase, outcome: Outcome, round: Round): Promise<number> {
+  const { label, steadyFrom, from, to, boots } = round;
+  const steady = await latencySpread(db, steadyFrom, from);
+  const rollout = await latencySpread(db, from, to);
+  const ratio = (rollout.p99 ?? NaN) / (steady.p99 ?? NaN);
+  const bound = P99_RATIO_LIMIT * (steady.p99 ?? NaN) + P99_MARGIN_MS;
+  const slowDuringBoot = await slowWhileBooting(db, from, to, steady, boots);
+  const split = await slowSplit(db, from, to, steady.p99 ?? 0);
+  outcome.figure(`${label}: rollout (first spawn to last exit)`, ms(to - from));
+  outcome.figure(
+    `${label}: SIGTERMs that found claims queued, unstarted`,
+    `${round.withQueued} / ${PODS}`,
+  );
+  outcome.figure(`${label}: delivery p50 / p99 steady (${steady.events} events)`, spread(steady));
+  outcome.figure(
+    `${label}: delivery p50 / p99 rollout (${rollout.events} events)`,
+    spread(rollout),
+  );
+  // A figure with its target, not a check: a time on a shared machine is a benchmark's to
+  // judge, and the checks hold what must never happen.
+  outcome.figure(
+    `${label}: p99 rollout / steady (target ≤ ${P99_RATIO_LIMIT} × + ${ms(P99_MARGIN_MS)})`,
+    Number.isFinite(ratio)
+      ? `${ratio.toFixed(2)} × (${(rollout.p99 ?? Infinity) <= bound ? 'met' : 'missed'})`
+      : 'n/a',
+  );
+  outcome.figure(
+    `${label}: rollout events over steady p99 / emitted while a pod booted`,
+    `${slowDuringBoot.slow} / ${slowDuringBoot.duringBoot} (boots: ${Math.round(
+      (100 * boots.reduce((t, [b, e]) => t + e - b, 0)) / (to - from),
+    )} % of the rollout)`,
+  );
+  outcome.figure(
+    `${label}: of those, waited longer claimed than unclaimed; max wait unclaimed / claimed`,
+    `${split.mostlyClaimed} of ${split.slow}; ${ms(split.maxBeforeClaimMs)} / ${ms(split.maxClaimedMs)}`,
+  );
+  return ratio;
 }
 
 /**

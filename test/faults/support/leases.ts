@@ -73,3 +73,54 @@ export async function giveBacks(db: FaultDatabase): Promise<GiveBacks> {
     leaseExpiries: row.lease_expiries,
   };
 }
+
+/** Where the slow events' time went: waiting to be claimed, and claimed but not yet started. */
+export interface SlowSplit {
+  /** Events emitted in the window whose first handler call came later than `overMs`. */
+  slow: number;
+  /** Of those, the largest share of the wait spent before the first claim / after it, in ms. */
+  maxBeforeClaimMs: number | null;
+  maxClaimedMs: number | null;
+  /** Of those, how many waited longer claimed than unclaimed (a slot's wait, not a claim's). */
+  mostlyClaimed: number;
+}
+
+/**
+ * For the events emitted from `fromMs` to `toMs` whose first handler call came later than
+ * `overMs` after their commit: how long each waited for its first claim, and from that claim to
+ * its first call (in an instance's local queue, behind its slots).
+ */
+export async function slowSplit(
+  db: FaultDatabase,
+  fromMs: number,
+  toMs: number,
+  overMs: number,
+): Promise<SlowSplit> {
+  const [row] = await db.query(
+    `WITH per_event AS (
+       SELECT e.id, e.occurred_at,
+              (SELECT min(l.at) FROM fault_lease l WHERE l.event_id = e.id AND l.kind = 'claim')
+                AS claimed_at,
+              (SELECT min(c.at) FROM fault_call c WHERE c.event_id = e.id) AS called_at
+       FROM outbox_event e
+       WHERE e.occurred_at >= to_timestamp($1 / 1000.0) AND e.occurred_at < to_timestamp($2 / 1000.0)
+     ),
+     slow AS (
+       SELECT extract(epoch FROM claimed_at - occurred_at) * 1000 AS before_claim,
+              extract(epoch FROM called_at - claimed_at) * 1000 AS claimed
+       FROM per_event
+       WHERE extract(epoch FROM called_at - occurred_at) * 1000 > $3
+     )
+     SELECT count(*)::int AS slow, max(before_claim)::float8 AS max_before,
+            max(claimed)::float8 AS max_claimed,
+            count(*) FILTER (WHERE claimed > before_claim)::int AS mostly_claimed
+     FROM slow`,
+    [fromMs, toMs, overMs],
+  );
+  return {
+    slow: row.slow,
+    maxBeforeClaimMs: row.max_before,
+    maxClaimedMs: row.max_claimed,
+    mostlyClaimed: row.mostly_claimed,
+  };
+}

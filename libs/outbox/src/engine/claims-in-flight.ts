@@ -23,8 +23,7 @@ export const CLAIM_GATHER_MS = 2;
 export class ClaimsInFlight {
   /** Each claim and the `performance.now()` it was sent at, oldest first (a Map keeps that order). */
   private readonly out = new Map<Promise<void>, number>();
-  /** The last claim answered came back full: more is due than it took. */
-  private backlog = false;
+  private full = false;
   private gatherUntil = 0;
   private gathering: NodeJS.Timeout | undefined;
 
@@ -35,8 +34,8 @@ export class ClaimsInFlight {
    * claim's answer looks again); one that waits out the gathering has `then` called at its end.
    */
   mayClaim(then: () => void): boolean {
-    if (this.out.size >= (this.backlog ? MAX_CLAIMS_IN_FLIGHT : 1)) return false;
-    const wait = this.backlog ? 0 : this.gatherUntil - this.now();
+    if (this.out.size >= (this.full ? MAX_CLAIMS_IN_FLIGHT : 1)) return false;
+    const wait = this.full ? 0 : this.gatherUntil - this.now();
     if (wait <= 0) return true;
     this.gathering ??= setTimeout(() => {
       this.gathering = undefined;
@@ -47,15 +46,20 @@ export class ClaimsInFlight {
 
   /** A claim that asked for `limit` events came back with `brought`. */
   answered(brought: number, limit: number): void {
-    this.backlog = brought >= limit;
-    const busy = brought > 0 && !this.backlog;
+    this.full = brought >= limit;
+    const busy = brought > 0 && !this.full;
     this.gatherUntil = busy ? this.now() + CLAIM_GATHER_MS : 0;
   }
 
   /** A claim failed: what comes next is neither a backlog nor gathered. */
   failed(): void {
-    this.backlog = false;
+    this.full = false;
     this.gatherUntil = 0;
+  }
+
+  /** The last claim answered came back full: more is due than it took (a backlog). */
+  get backlog(): boolean {
+    return this.full;
   }
 
   /** No gathering planned (the loop stopped). */

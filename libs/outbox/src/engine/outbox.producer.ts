@@ -201,14 +201,16 @@ export class OutboxProducer {
   }
 
   /**
-   * How many events the loop's next claim asks for: room in the slots and the local queue
-   * together, at most `batchSize`. While events are queued, the queue is refilled only once half
-   * of it has room, so refills travel in batches; an empty queue takes any room at once.
+   * How many events the loop's next claim asks for: room in the slots, and in the local queue
+   * while claims come back full (a backlog), at most `batchSize`. Without a backlog, events wait
+   * in the table rather than in this instance's queue, behind its slow handlers, while another
+   * instance has a free slot. While events are queued, the queue is refilled only once half of
+   * it has room, so refills travel in batches; an empty queue takes any room at once.
    */
   private wanted(): number {
     const { concurrency, batchSize } = this.options;
-    const room =
-      concurrency + this.queueLimit - this.executor.active - this.queue.length - this.reserved;
+    const queueRoom = this.claims.backlog ? this.queueLimit : 0;
+    const room = concurrency + queueRoom - this.executor.active - this.queue.length - this.reserved;
     const want = Math.max(0, Math.min(room, batchSize));
     if (this.queue.length > 0 && want < Math.min(batchSize, Math.ceil(this.queueLimit / 2))) {
       return 0;
