@@ -108,7 +108,15 @@ async function shutdown(fault: FaultApp): Promise<void> {
     stopSeen = true;
     void send({ notice: 'dispatcher-stopped', afterSignalMs: Date.now() - signalledAt });
   }, 5);
+  // A close that outlasts the grace says what it still waits for, for the runner's report.
+  const overdue = setTimeout(() => {
+    const engine = fault.app.get(OutboxDispatcher).state;
+    const resources = process.getActiveResourcesInfo().join(', ');
+    console.error(`still closing after 10 s: engine ${engine}; active resources: ${resources}`);
+  }, 10_000);
+  overdue.unref();
   await fault.app.close();
+  clearTimeout(overdue);
   clearInterval(watch);
   const closedMs = Date.now() - signalledAt;
   // Stopped between two looks and closed right after: the close time bounds it.
