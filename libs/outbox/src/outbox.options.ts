@@ -154,7 +154,7 @@ export class OutboxTuningOptions {
   /** Least wait before a planned wake (the next due time, a retry falling due). */
   @TuningChecks.idleFloorMs() idleFloorMs?: number = 50;
   /** Pause in claiming after a failed claim (database unreachable), or after settles were given up. */
-  @TuningChecks.failedDrainRetryMs() failedDrainRetryMs?: number = 2 * SECOND;
+  @TuningChecks.failedDrainRetryMs() failedDrainRetryMs?: number = SECOND;
   /**
    * Off (0) by default: every emit sends a NOTIFY with its commit. Above 0, a process that sent
    * one within this many milliseconds skips it and sends one trailing wake after the window, so

@@ -33,7 +33,7 @@ describe('resolveOutboxOptions', () => {
         lockTimeoutMs: 2000,
         pollIntervalMs: 30_000,
         idleFloorMs: 50,
-        failedDrainRetryMs: 2000,
+        failedDrainRetryMs: 1000,
         wakeCoalesceMs: 0,
         localQueue: { size: 500, ttlMs: 5000 },
       },

@@ -71,4 +71,19 @@ describe('ClaimsInFlight', () => {
     advance(10 * CLAIM_GATHER_MS);
     expect(later).not.toHaveBeenCalled();
   });
+
+  it('says when a claim answers after failed ones, and pauses 100 ms after a first failure, doubling up to the most', () => {
+    const claims = inFlight();
+    expect(claims.answered(1, 10)).toBe(false);
+    const pauses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      claims.failed();
+      pauses.push(claims.retryPauseMs(1000));
+    }
+    expect(pauses).toEqual([100, 200, 400, 800, 1000, 1000]);
+    expect(claims.answered(0, 10)).toBe(true);
+    expect(claims.answered(0, 10)).toBe(false);
+    claims.failed();
+    expect(claims.retryPauseMs(1000)).toBe(100);
+  });
 });

@@ -15,6 +15,9 @@ const MAX_CLAIMS_IN_FLIGHT = 2;
  */
 export const CLAIM_GATHER_MS = 2;
 
+/** The pause after a first failed claim; it doubles while claims keep failing. */
+const RETRY_FIRST_MS = 100;
+
 /**
  * The producer's loop claims sent and not answered yet (its hand-driven ones are not here), with
  * when each was sent (liveness reads how long the oldest has been out), and when the next may
@@ -24,6 +27,8 @@ export class ClaimsInFlight {
   /** Each claim and the `performance.now()` it was sent at, oldest first (a Map keeps that order). */
   private readonly out = new Map<Promise<void>, number>();
   private full = false;
+  /** Claims failed in a row. */
+  private failedInARow = 0;
   private gatherUntil = 0;
   private gathering: NodeJS.Timeout | undefined;
 
@@ -44,17 +49,33 @@ export class ClaimsInFlight {
     return false;
   }
 
-  /** A claim that asked for `limit` events came back with `brought`. */
-  answered(brought: number, limit: number): void {
+  /**
+   * A claim that asked for `limit` events came back with `brought`. True when claims had failed
+   * before it: the database answers again.
+   */
+  answered(brought: number, limit: number): boolean {
+    const again = this.failedInARow > 0;
+    this.failedInARow = 0;
     this.full = brought >= limit;
     const busy = brought > 0 && !this.full;
     this.gatherUntil = busy ? this.now() + CLAIM_GATHER_MS : 0;
+    return again;
   }
 
   /** A claim failed: what comes next is neither a backlog nor gathered. */
   failed(): void {
     this.full = false;
     this.gatherUntil = 0;
+    this.failedInARow++;
+  }
+
+  /**
+   * How long to pause after the claims that failed in a row: 100 ms after the first (a
+   * terminated backend, a failover's first error: the next claim gets a new connection),
+   * doubling while they keep failing, up to `maxMs`.
+   */
+  retryPauseMs(maxMs: number): number {
+    return Math.min(maxMs, RETRY_FIRST_MS * 2 ** Math.min(Math.max(0, this.failedInARow - 1), 20));
   }
 
   /** The last claim answered came back full: more is due than it took (a backlog). */

@@ -42,8 +42,6 @@ export class OutboxProducer {
   private pausedUntil = 0;
   private abandon: AbortSignal | undefined;
   private lastClaim: Date | null = null;
-  /** The last claim failed: the next that comes back means the database answers again. */
-  private claimFailed = false;
   private readonly maxUnsettled: number;
   /** Queued events past their `startBy` are given back then, even if no slot frees. */
   private readonly queue = new LocalQueue(() => {
@@ -170,9 +168,9 @@ export class OutboxProducer {
   }
 
   /** Settles could not be written, or a claim failed: paused for a while (health says why). */
-  pause(): void {
-    this.pausedUntil = Date.now() + this.options.failedDrainRetryMs;
-    this.wakeIn(this.options.failedDrainRetryMs);
+  pause(ms = this.options.failedDrainRetryMs): void {
+    this.pausedUntil = Date.now() + ms;
+    this.wakeIn(ms);
   }
 
   /**
@@ -253,10 +251,9 @@ export class OutboxProducer {
           if (!result.ok) {
             const { message, code } = result.error;
             this.logger.warn(code ? `${message} (SQLSTATE ${code})` : message);
-            return this.pause();
+            return this.pause(this.claims.retryPauseMs(this.options.failedDrainRetryMs));
           }
           const { records, lease } = result.value;
-          this.claims.answered(records.length, limit);
           const arrivedAt = Date.now();
           for (const record of records) {
             const handlers = this.executor.handlersFor(record);
@@ -279,7 +276,7 @@ export class OutboxProducer {
         },
         (err: unknown) => {
           this.logger.error(`Outbox claim crashed: ${scrubError(err)}`);
-          this.pause();
+          this.pause(this.claims.retryPauseMs(this.options.failedDrainRetryMs));
         },
       )
       .finally(() => {
@@ -358,10 +355,7 @@ export class OutboxProducer {
     this.lastClaim = new Date();
     this.completer.clearFailureIfIdle();
     this.hooks.claimed?.(result.value.length);
-    if (this.claimFailed) {
-      this.claimFailed = false;
-      this.hooks.answeredAgain?.();
-    }
+    if (this.claims.answered(result.value.length, limit)) this.hooks.answeredAgain?.();
     this.executor.expectChains(result.value);
     return ok({
       records: result.value,
@@ -373,7 +367,6 @@ export class OutboxProducer {
     this.dueRange.failed(ticket);
     this.deadLook.maybeDue();
     this.claims.failed();
-    this.claimFailed = true;
     this.hooks.claimFailed?.(error);
   }
 
