@@ -1,4 +1,5 @@
 import type { OutboxModuleOptions } from '@app/outbox';
+import type { ProducerOptions } from './children';
 import type { FaultDatabase } from './database';
 import type { Tally } from './counts';
 import type { FaultBridgeConfig } from './ipc';
@@ -30,7 +31,8 @@ export interface ScenarioContext {
   worker(label: string, options?: WorkerOptions): Promise<FaultChild>;
   /** Spawns a worker without waiting for it. */
   spawnWorker(label: string, options?: WorkerOptions): FaultChild;
-  producer(): Promise<FaultChild>;
+  /** Spawns a producer and waits until it booted. */
+  producer(options?: ProducerOptions): Promise<FaultChild>;
   /**
    * Workers and producers of the previous release (`Scenario.previousRelease`), whose schema the
    * scenario's database then starts at.
@@ -38,7 +40,7 @@ export interface ScenarioContext {
   previous?: {
     version: string;
     worker(label: string, options?: WorkerOptions): Promise<FaultChild>;
-    producer(): Promise<FaultChild>;
+    producer(options?: ProducerOptions): Promise<FaultChild>;
   };
   /** A progress line, printed as the scenario runs. */
   note(text: string): void;
