@@ -10,7 +10,7 @@ const LISTENER_APPLICATION_NAME = 'outbox-listener';
  * LISTEN connections of the outbox on `db`'s database that are listening: their backend ran
  * the LISTEN (or a probe since, the only other statement such a connection runs).
  */
-export async function listenerSessions(db: FaultDatabase): Promise<number> {
+async function listenerSessions(db: FaultDatabase): Promise<number> {
   const [row] = await db.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM pg_stat_activity
      WHERE datname = current_database() AND application_name = $1
@@ -18,6 +18,28 @@ export async function listenerSessions(db: FaultDatabase): Promise<number> {
     [LISTENER_APPLICATION_NAME],
   );
   return row.n;
+}
+
+/**
+ * When the first, the second, ... up to `count` LISTEN connections were listening on `db`'s
+ * database (`Date.now()` ms, polled every 50 ms); null for those not there within `timeoutMs`.
+ */
+export async function listenersBack(
+  db: FaultDatabase,
+  count: number,
+  timeoutMs: number,
+): Promise<(number | null)[]> {
+  const times: (number | null)[] = Array.from({ length: count }, () => null);
+  await waitUntil(
+    async () => {
+      const listening = await listenerSessions(db).catch(() => 0);
+      for (let i = 0; i < Math.min(listening, count); i++) times[i] ??= Date.now();
+      return listening >= count;
+    },
+    timeoutMs,
+    50,
+  );
+  return times;
 }
 
 /**
