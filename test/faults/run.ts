@@ -1,7 +1,7 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { BREAK_MODES, isBreakMode } from './support/breaks';
-import { producerConfig, workerConfig } from './support/children';
+import { producerConfig, workerConfig, type ProducerOptions } from './support/children';
 import { compileWorker, type CompiledWorker } from './support/compile';
 import { compilePreviousReleaseWorker, PREVIOUS_RELEASE } from './support/previous-release';
 import { createFaultDatabase, createFaultTemplate } from './support/database';
@@ -140,8 +140,9 @@ async function runScenario(
         await child.ready();
         return child;
       },
-      async producer() {
-        const child = FaultChild.spawn(compiled, 'producer', producerConfig(db.url));
+      async producer(options?: ProducerOptions) {
+        const label = options?.label ?? 'producer';
+        const child = FaultChild.spawn(compiled, label, producerConfig(db.url, options));
         children.push(child);
         await child.ready();
         return child;

@@ -73,8 +73,10 @@ async function answer(fault: FaultApp, producer: Producer | undefined, command: 
       return fault.app.get(OutboxDispatcher).start();
     case 'emit':
       return producer!.emit(command.count, command.batch, command.kind, command.slowMs);
-    case 'stream-start':
-      return producer!.startStream(command.perSecond, command.batch, command.kind, command.slow);
+    case 'stream-start': {
+      const { perSecond, batch, kind, slow, ids } = command;
+      return producer!.startStream(perSecond, batch, kind, slow, ids);
+    }
     case 'stream-stop':
       return producer!.stopStream();
     case 'keyed-stream-start': {

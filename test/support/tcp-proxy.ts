@@ -24,6 +24,11 @@ export interface TcpProxy {
   /** Applies to connections accepted from now on. */
   setMode(mode: TcpProxyMode): void;
   /**
+   * Relays connections accepted from now on to `target` (open ones keep theirs), as a virtual
+   * address moved to another host does.
+   */
+  retarget(target: { host: string; port: number }): void;
+  /**
    * Makes every open connection half-open: bytes are dropped in both directions, neither side
    * is closed and no close is passed on. New connections are not affected.
    */
@@ -44,9 +49,10 @@ interface Link extends ProxiedConnection {
  * refused connections, connects that hang, and half-open connections that raise no event.
  */
 export async function startTcpProxy(
-  target: { host: string; port: number },
+  initialTarget: { host: string; port: number },
   options: { port?: number; mode?: TcpProxyMode } = {},
 ): Promise<TcpProxy> {
+  let target = initialTarget;
   let mode: TcpProxyMode = options.mode ?? 'forward';
   const links: Link[] = [];
   const sockets = new Set<Socket>();
@@ -98,6 +104,9 @@ export async function startTcpProxy(
     connections: links,
     setMode(next) {
       mode = next;
+    },
+    retarget(next) {
+      target = next;
     },
     blackhole() {
       for (const link of links) link.blackholed = true;

@@ -1,5 +1,6 @@
 import type { Scenario } from '../support/scenario';
 import { acrossNats, acrossRabbitMq } from './across-services';
+import { failover } from './failover';
 import { halfOpenListen } from './half-open-listen';
 import { lockAndHang } from './lock-and-hang';
 import { mixedVersions } from './mixed-versions';
@@ -28,6 +29,7 @@ export const SCENARIOS: Scenario[] = [
   ordering,
   mixedVersions,
   poolerRestart,
+  failover,
   rollingDeploy,
   acrossNats,
   acrossRabbitMq,

@@ -46,6 +46,26 @@ export function workerConfig(
   };
 }
 
-export function producerConfig(dbUrl: string): ChildConfig {
-  return { role: 'producer', url: dbUrl, recordUrl: dbUrl, outbox: {} };
+/** Where a producer's connections go and how they are bounded; the scenario's database by default. */
+export interface ProducerOptions {
+  /**
+   * Where its TypeORM connections go, and with them the `fault_emitted` row it writes in each
+   * emitting transaction (a producer records nothing elsewhere: `recordUrl` is the workers').
+   */
+  url?: string;
+  /** See `ChildConfig.queryTimeoutMs`. */
+  queryTimeoutMs?: number;
+  /** Its name in the runner's output; `producer` by default. */
+  label?: string;
+}
+
+export function producerConfig(dbUrl: string, options: ProducerOptions = {}): ChildConfig {
+  const url = options.url ?? dbUrl;
+  return {
+    role: 'producer',
+    url,
+    recordUrl: url,
+    outbox: {},
+    queryTimeoutMs: options.queryTimeoutMs,
+  };
 }

@@ -72,10 +72,16 @@ export async function createFaultDatabase(
   });
   const url = server.url(name);
   if (options.migrations) await migrate(url, options.migrations);
+  const db = openFaultDatabase(name, url);
+  await db.query(FAULT_TABLES);
+  return db;
+}
+
+/** The runner's pool on a scenario's database that exists already (a standby's copy of one). */
+export function openFaultDatabase(name: string, url: string): FaultDatabase {
   const pool = new Pool({ connectionString: url, max: 4, application_name: 'faults-runner' });
   // Idle connections die with every server restart; the pool replaces them.
   pool.on('error', () => undefined);
-  await pool.query(FAULT_TABLES);
   return {
     name,
     url,

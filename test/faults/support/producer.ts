@@ -48,17 +48,23 @@ export class Producer {
   /**
    * Emits `batch` events per transaction at about `perSecond` until stopped; failures are retried
    * by the next batch. With `slow`, that share of the batches are `slow` events of `slow.ms`.
+   * With `ids`, the report lists every event whose commit was acknowledged.
    */
   startStream(
     perSecond: number,
     batch: number,
     kind: EventKind = 'work',
     slow?: { share: number; ms: number },
+    ids = false,
   ): void {
-    this.begin(1, (1000 * batch) / perSecond, () =>
-      slow && Math.random() < slow.share
-        ? this.emitBatch(batch, 'slow', slow.ms)
-        : this.emitBatch(batch, kind),
+    this.begin(
+      1,
+      (1000 * batch) / perSecond,
+      () =>
+        slow && Math.random() < slow.share
+          ? this.emitBatch(batch, 'slow', slow.ms)
+          : this.emitBatch(batch, kind),
+      ids,
     );
   }
 
@@ -105,20 +111,30 @@ export class Producer {
     return stream.done;
   }
 
-  /** Runs `loops` emitting loops, each one transaction per `periodMs`, until stopped. */
+  /**
+   * Runs `loops` emitting loops, each one transaction per `periodMs`, until stopped; with
+   * `keepIds`, the report lists the ids of what committed.
+   */
   private begin(
     loops: number,
     periodMs: number,
     emitOne: (loop: number) => Promise<string[]>,
+    keepIds = false,
   ): void {
     if (this.stream) return;
     const state = { stop: false, done: Promise.resolve({ committed: 0, failedBatches: 0 }) };
     const loop = async (index: number): Promise<StreamReport> => {
-      const report: StreamReport = { committed: 0, failedBatches: 0 };
+      const report: StreamReport = {
+        committed: 0,
+        failedBatches: 0,
+        ids: keepIds ? [] : undefined,
+      };
       let next = Date.now();
       while (!state.stop) {
         try {
-          report.committed += (await emitOne(index)).length;
+          const ids = await emitOne(index);
+          report.committed += ids.length;
+          report.ids?.push(...ids);
         } catch {
           report.failedBatches++;
           await sleep(100);
@@ -134,6 +150,7 @@ export class Producer {
       (reports) => ({
         committed: reports.reduce((sum, r) => sum + r.committed, 0),
         failedBatches: reports.reduce((sum, r) => sum + r.failedBatches, 0),
+        ids: keepIds ? reports.flatMap((r) => r.ids ?? []) : undefined,
       }),
     );
     this.stream = state;

@@ -1,4 +1,5 @@
 import type { OutboxModuleOptions } from '@app/outbox';
+import type { ProducerOptions } from './children';
 import type { FaultDatabase } from './database';
 import type { Tally } from './counts';
 import type { FaultBridgeConfig } from './ipc';
@@ -30,7 +31,8 @@ export interface ScenarioContext {
   worker(label: string, options?: WorkerOptions): Promise<FaultChild>;
   /** Spawns a worker without waiting for it. */
   spawnWorker(label: string, options?: WorkerOptions): FaultChild;
-  producer(): Promise<FaultChild>;
+  /** Spawns a producer and waits until it booted. */
+  producer(options?: ProducerOptions): Promise<FaultChild>;
   /**
    * Workers and producers of the previous release (`Scenario.previousRelease`), whose schema the
    * scenario's database then starts at.
@@ -38,7 +40,7 @@ export interface ScenarioContext {
   previous?: {
     version: string;
     worker(label: string, options?: WorkerOptions): Promise<FaultChild>;
-    producer(): Promise<FaultChild>;
+    producer(options?: ProducerOptions): Promise<FaultChild>;
   };
   /** A progress line, printed as the scenario runs. */
   note(text: string): void;
@@ -96,24 +98,32 @@ export class Outcome {
     this.check(what, actual === 0, actual);
   }
 
-  /** The figures every scenario reports, and the counts that must be zero. */
-  tally(t: Tally, options: { deadExpected?: boolean } = {}): void {
-    this.figure('produced', t.produced);
-    this.figure('handler calls', t.calls);
-    this.figure('extra calls (reruns before a recorded delivery)', t.extraCalls);
-    this.figure('  of which found the effect already done', t.repeats);
-    this.figure('calls cut short (no effect recorded)', t.cutShort);
-    this.checkZero('lost events', t.lost);
-    this.checkZero('duplicate deliveries (call after recorded delivery)', t.duplicateDeliveries);
-    this.checkZero('duplicate effects', t.duplicateEffects);
-    this.checkZero('live rows left after the drain', t.stillLive);
-    if (!options.deadExpected) this.checkZero('dead events', t.dead);
-    for (const line of t.duplicateDetails) this.note(line);
-    Object.assign(this.summary, {
-      produced: t.produced,
-      lost: t.lost,
-      duplicates: t.duplicateDeliveries + t.duplicateEffects,
-      extraCalls: t.extraCalls,
+  /**
+   * The figures every scenario reports, and the counts that must be zero. A scenario that tallies
+   * several runs names each (`label`, before every line); the summary adds them up.
+   */
+  tally(t: Tally, options: { deadExpected?: boolean; label?: string } = {}): void {
+    const name = (text: string) => (options.label ? `${options.label}: ${text.trim()}` : text);
+    this.figure(name('produced'), t.produced);
+    this.figure(name('handler calls'), t.calls);
+    this.figure(name('extra calls (reruns before a recorded delivery)'), t.extraCalls);
+    this.figure(name('  of which found the effect already done'), t.repeats);
+    this.figure(name('calls cut short (no effect recorded)'), t.cutShort);
+    this.checkZero(name('lost events'), t.lost);
+    this.checkZero(
+      name('duplicate deliveries (call after recorded delivery)'),
+      t.duplicateDeliveries,
+    );
+    this.checkZero(name('duplicate effects'), t.duplicateEffects);
+    this.checkZero(name('live rows left after the drain'), t.stillLive);
+    if (!options.deadExpected) this.checkZero(name('dead events'), t.dead);
+    for (const line of t.duplicateDetails) this.note(name(line));
+    const { summary } = this;
+    Object.assign(summary, {
+      produced: (summary.produced ?? 0) + t.produced,
+      lost: (summary.lost ?? 0) + t.lost,
+      duplicates: (summary.duplicates ?? 0) + t.duplicateDeliveries + t.duplicateEffects,
+      extraCalls: (summary.extraCalls ?? 0) + t.extraCalls,
     });
   }
 

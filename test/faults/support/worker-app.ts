@@ -77,6 +77,9 @@ class FaultAppModule {
           // A worker restarted while the server is down keeps trying rather than exiting.
           retryAttempts: 30,
           retryDelay: 500,
+          ...(config.queryTimeoutMs === undefined
+            ? {}
+            : { extra: { query_timeout: config.queryTimeoutMs, maxLifetimeSeconds: 1 } }),
         }),
         OutboxModule.forRoot(
           worker ? config.outbox : { autoStart: false, listen: { enabled: false } },
