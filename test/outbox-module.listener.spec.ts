@@ -94,6 +94,25 @@ function urlThrough(relay: TcpProxy): string {
   return url.toString();
 }
 
+/**
+ * An app whose connections, its LISTEN connection's too, go through a proxy to the server, once
+ * its first drain is over, with every claim it sends from then on watched.
+ */
+async function startThroughProxy(outbox: OutboxModuleOptions) {
+  const relay = await proxy();
+  const through = urlThrough(relay);
+  const running = await start(
+    { ...outbox, listen: { ...outbox.listen, connectionString: through } },
+    through,
+  );
+  await untilAsleep('the first drain at start', running.engine, BEFORE_START);
+  const claim = jest.spyOn(OutboxLeaseStore.prototype, 'claim');
+  /** The claims' results so far, once each has answered. */
+  const claims = () =>
+    Promise.all(claim.mock.results.map((r) => r.value as ReturnType<OutboxLeaseStore['claim']>));
+  return { relay, running, claims };
+}
+
 /** Where the engine stood: its last drain and how often it had asked for its next delay. */
 interface Mark {
   drain: Date | null;
@@ -226,25 +245,13 @@ describe('OutboxModule listener', () => {
   });
 
   it('listens again as soon as claims come back after the database was away, not after its backoff', async () => {
-    const relay = await proxy();
-    const through = urlThrough(relay);
     // Waiting out its backoff, the listener would come back a minute after the outage, far past
     // the 20 s that eventually allows; failed claims are tried again every 100 ms.
-    const running = await start(
-      {
-        listen: { connectionString: through, reconnectMinMs: 60_000, reconnectMaxMs: 60_000 },
-        tuning: { failedDrainRetryMs: 100 },
-      },
-      through,
-    );
-    await untilAsleep('the first drain at start', running.engine, BEFORE_START);
-    const claim = jest.spyOn(OutboxLeaseStore.prototype, 'claim');
-    const failedClaims = async () =>
-      (
-        await Promise.all(
-          claim.mock.results.map((r) => r.value as ReturnType<OutboxLeaseStore['claim']>),
-        )
-      ).filter((result) => !result.ok).length;
+    const { relay, running, claims } = await startThroughProxy({
+      listen: { reconnectMinMs: 60_000, reconnectMaxMs: 60_000 },
+      tuning: { failedDrainRetryMs: 100 },
+    });
+    const failedClaims = async () => (await claims()).filter((result) => !result.ok).length;
 
     // The server goes away: open connections are reset and new ones refused.
     relay.setMode('refuse');
@@ -292,25 +299,14 @@ describe('OutboxModule listener', () => {
   });
 
   it('replaces LISTEN and the pooled connections at once when a statement finds the server gone behind a moved address', async () => {
-    const relay = await proxy();
-    const through = urlThrough(relay);
     // Its own probe and a probe's timeout are ten minutes away: only a statement that finds the
     // server gone can have it replaced sooner.
-    const running = await start(
-      {
-        listen: {
-          connectionString: through,
-          probeIntervalMs: TEN_MINUTES,
-          queryTimeoutMs: TEN_MINUTES,
-        },
-        tuning: { statementTimeoutMs: 300, failedDrainRetryMs: 100 },
-      },
-      through,
-    );
-    await untilAsleep('the first drain at start', running.engine, BEFORE_START);
+    const { relay, running, claims } = await startThroughProxy({
+      listen: { probeIntervalMs: TEN_MINUTES, queryTimeoutMs: TEN_MINUTES },
+      tuning: { statementTimeoutMs: 300, failedDrainRetryMs: 100 },
+    });
     const [halfOpen] = await listenerBackends();
 
-    const claim = jest.spyOn(OutboxLeaseStore.prototype, 'claim');
     // Every open connection goes half-open, as when a virtual IP moves; new ones go through.
     relay.blackhole();
     const halfOpenLinks = relay.connections.filter((link) => link.blackholed);
@@ -327,10 +323,7 @@ describe('OutboxModule listener', () => {
     await eventually('every half-open connection given up by the app', () =>
       halfOpenLinks.every((link) => link.clientClosed),
     );
-    const results = await Promise.all(
-      claim.mock.results.map((r) => r.value as ReturnType<OutboxLeaseStore['claim']>),
-    );
-    expect(results.filter((result) => !result.ok)).toHaveLength(1);
+    expect((await claims()).filter((result) => !result.ok)).toHaveLength(1);
 
     // Emitted by another app straight to the server: its NOTIFY can only reach the new connection.
     const producer = await createOutboxApp({ url: t.db.url, outbox: { autoStart: false } });
@@ -339,5 +332,30 @@ describe('OutboxModule listener', () => {
       .get(DataSource)
       .transaction((manager) => producer.get(OutboxPublisher).emit(paid('inv-moved'), { manager }));
     await eventually('the delivery woken by its NOTIFY', () => delivered(running, id));
+  });
+
+  it('a LISTEN probe that gets no answer retires the pooled connections too: no claim after it waits on a half-open one', async () => {
+    const { relay, running, claims } = await startThroughProxy({
+      listen: { probeIntervalMs: 200, queryTimeoutMs: 300 },
+      tuning: { statementTimeoutMs: 2000 },
+    });
+    // Every open connection goes half-open, as when a virtual IP moves; new ones go through.
+    relay.blackhole();
+    const halfOpenLinks = relay.connections.filter((link) => link.blackholed);
+    expect(halfOpenLinks.length).toBeGreaterThan(1);
+    await eventually('the probe to replace LISTEN, and the catch-up claim after it', async () => {
+      return (await claims()).length > 0 && running.engine.listenerState === 'listening';
+    });
+
+    const producer = await createOutboxApp({ url: t.db.url, outbox: { autoStart: false } });
+    cleanups.push(() => producer.close());
+    const id = await producer
+      .get(DataSource)
+      .transaction((manager) =>
+        producer.get(OutboxPublisher).emit(paid('inv-probed'), { manager }),
+      );
+    await eventually('the delivery woken by its NOTIFY', () => delivered(running, id));
+    expect((await claims()).filter((result) => !result.ok)).toEqual([]);
+    expect(halfOpenLinks.every((link) => link.clientClosed)).toBe(true);
   });
 });

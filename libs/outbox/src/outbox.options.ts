@@ -100,8 +100,8 @@ export class OutboxListenOptions {
    */
   @IsOptional() @IsString() @MinLength(1) connectionString?: string;
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(100) connectTimeoutMs?: number = 5 * SECOND;
-  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(100) queryTimeoutMs?: number = 5 * SECOND;
-  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(100) probeIntervalMs?: number = 15 * SECOND;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(100) queryTimeoutMs?: number = 2 * SECOND;
+  @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(100) probeIntervalMs?: number = 2 * SECOND;
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1) reconnectMinMs?: number = 250;
   @NumberFromText() @IsInt() @Max(MAX_TIMER_MS) @Min(1) reconnectMaxMs?: number = 15 * SECOND;
 }

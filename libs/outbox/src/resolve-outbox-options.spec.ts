@@ -15,8 +15,8 @@ describe('resolveOutboxOptions', () => {
         enabled: true,
         channel: 'outbox_event',
         connectTimeoutMs: 5000,
-        queryTimeoutMs: 5000,
-        probeIntervalMs: 15_000,
+        queryTimeoutMs: 2000,
+        probeIntervalMs: 2000,
         reconnectMinMs: 250,
         reconnectMaxMs: 15_000,
       },
@@ -48,7 +48,7 @@ describe('resolveOutboxOptions', () => {
     expect(options.listen).toMatchObject({
       enabled: false,
       channel: 'outbox_event',
-      probeIntervalMs: 15_000,
+      probeIntervalMs: 2000,
     });
     expect(options.retry).toMatchObject({ baseMs: 50, maxMs: 300_000 });
   });

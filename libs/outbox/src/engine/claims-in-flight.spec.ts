@@ -1,16 +1,12 @@
+import { fakeClock } from '../common/fake-clock.spec-support';
 import { CLAIM_GATHER_MS, ClaimsInFlight } from './claims-in-flight';
 
 describe('ClaimsInFlight', () => {
   beforeEach(() => jest.useFakeTimers());
   afterEach(() => jest.useRealTimers());
 
-  /** Its clock moves with the fake timers only. */
-  let clock = 0;
-  const advance = (ms: number) => {
-    clock += ms;
-    jest.advanceTimersByTime(ms);
-  };
-  const inFlight = () => new ClaimsInFlight(() => clock);
+  const { now, advance } = fakeClock();
+  const inFlight = () => new ClaimsInFlight(now);
 
   const never = new Promise<void>(() => undefined);
 

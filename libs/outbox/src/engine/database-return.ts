@@ -39,6 +39,11 @@ export class DatabaseReturn {
     else this.listener()?.probeNow();
   }
 
+  /** A settle statement failed: one that shows the server lost replaces LISTEN at once too. */
+  statementFailed(error: { code?: unknown; message?: unknown }): void {
+    if (serverLost(error)) this.listener()?.replaceNow();
+  }
+
   async answeredAgain(): Promise<void> {
     this.listener()?.reconnectNow();
     const since = this.failingSince;

@@ -44,6 +44,8 @@ export interface CompleterHooks {
   onStatement?(kind: Settle['kind'], ms: number, ok: boolean): void;
   /** Events became dead in a settle: their types, one per event. */
   onDead?(types: readonly string[]): void;
+  /** A settle statement failed in the store (see `DatabaseReturn.statementFailed`). */
+  onStoreFailure?(error: { code?: string; message: string }): void;
 }
 
 interface Pending {
@@ -277,7 +279,10 @@ export class OutboxCompleter {
   }
 
   private apply(kind: Kind, batch: Pending[], result: OutboxResult<SettleOutcome>): void {
-    if (!result.ok) return this.retryOrGiveUp(batch, result.error.message, result.error.code);
+    if (!result.ok) {
+      this.hooks.onStoreFailure?.(result.error);
+      return this.retryOrGiveUp(batch, result.error.message, result.error.code);
+    }
     this.currentFailure = null;
     const stale = new Set(result.value.stale);
     this.written.remember(

@@ -24,6 +24,7 @@ import { producerOptions, type ProducerMode } from './producer.types';
 import { InstanceReportStore } from '../store/instance-report.store';
 import { OutboxLeaseStore } from '../store/lease/lease.store';
 import { dueFromPayload } from '../store/wake-payload.sql';
+import { distrustPoolConnections } from '../store/bounded-statement.util';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS } from '../outbox.tokens';
 import { PgListener } from './pg.listener';
 import type { PgListenerState } from './pg-listener.types';
@@ -108,6 +109,7 @@ export class OutboxEngine
       },
       onStatement: (kind, ms, ok) => this.telemetry.settled(kind, ms, ok),
       onDead: (types) => this.telemetry.dead(types),
+      onStoreFailure: (error) => databaseReturn.statementFailed(error),
     });
     const databaseReturn = new DatabaseReturn(
       this.completer,
@@ -244,6 +246,8 @@ export class OutboxEngine
             this.wake();
           },
           onError: (message) => this.logger.warn(`Outbox listener: ${message}`),
+          // Its server is gone or its address moved: so are the pool's connections to it.
+          onLost: () => distrustPoolConnections(this.dataSource),
         },
       );
       await this.listener.start();

@@ -33,6 +33,12 @@ export interface PgListenerHandlers {
   onReconnect(): void;
   /** Scrubbed text of connection problems, for the owner's logger. */
   onError?(message: string): void;
+  /**
+   * The probe got no answer in time, or its connection died: the server this connection reached
+   * is gone, or a moved address left the connection half-open, and likely the owner's other
+   * connections to it too.
+   */
+  onLost?(): void;
 }
 
 /** Fraction of a reconnect delay drawn at random, so many workers do not reconnect in step. */
@@ -260,7 +266,9 @@ export class PgListener {
     try {
       await client.query('select 1');
     } catch (error) {
+      const current = client === this.client;
       this.drop(client, 'probe failed (connection dead or half-open)', error);
+      if (current) this.safely(() => this.handlers.onLost?.());
       return;
     }
     if (client === this.client) this.scheduleProbe(client);

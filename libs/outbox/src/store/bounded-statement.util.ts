@@ -1,5 +1,5 @@
 import { escapeLiteral } from 'pg';
-import { ConnectionTrust, serverLost } from './connection-trust';
+import { ConnectionTrust, ServerLostError, serverLost } from './connection-trust';
 /** The parts of a pg client and of TypeORM's PostgreSQL driver this module relies on. */
 interface PgClient {
   query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
@@ -36,6 +36,14 @@ export function guardPoolConnections(dataSource: { driver: PoolDriver }): Connec
     created.opened(client);
   });
   return trust;
+}
+
+/**
+ * The server was lost on a connection of the outbox's own (its LISTEN connection): the pool's
+ * connections opened before are not used again (see `ConnectionTrust`).
+ */
+export function distrustPoolConnections(dataSource: { driver: PoolDriver }): void {
+  guardPoolConnections(dataSource).distrust();
 }
 
 export interface StatementBounds {
@@ -108,7 +116,8 @@ export async function runBounded(
     const dispose = (error?: Error) => {
       if (disposed) return;
       disposed = true;
-      if (error && serverLost(error)) trust.distrust();
+      done();
+      if (error && serverLost(error) && !(error instanceof ServerLostError)) trust.distrust();
       clearTimeout(timer);
       bounds.signal?.removeEventListener('abort', onAbort);
       client.removeListener?.('error', onSocketError);
@@ -130,6 +139,7 @@ export async function runBounded(
     const onSocketError = (error: Error) => giveUp(error);
     const onAbort = () => giveUp(new Error('abandoned: the outbox is shutting down'));
     const timer = setTimeout(() => giveUp(new StatementDeadlineError(deadlineMs)), deadlineMs);
+    const done = trust.sent(giveUp);
     client.on?.('error', onSocketError);
     if (bounds.signal?.aborted) onAbort();
     bounds.signal?.addEventListener('abort', onAbort, { once: true });

@@ -1,4 +1,10 @@
-import { ConnectionTrust, serverLost } from './connection-trust';
+import { fakeClock } from '../common/fake-clock.spec-support';
+import {
+  ConnectionTrust,
+  SUSPECT_STATEMENT_MS,
+  ServerLostError,
+  serverLost,
+} from './connection-trust';
 
 describe('serverLost', () => {
   it.each([
@@ -37,5 +43,33 @@ describe('ConnectionTrust', () => {
     expect(trust.trusted(before)).toBe(false);
     expect(trust.trusted({})).toBe(false);
     expect(trust.trusted(after)).toBe(true);
+  });
+});
+
+describe('ConnectionTrust and the statements out', () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
+  const { now, advance } = fakeClock();
+
+  it('gives up the statements out when the server is lost, each once it has waited SUSPECT_STATEMENT_MS', () => {
+    const trust = new ConnectionTrust(now);
+    const old = jest.fn();
+    const young = jest.fn();
+    const ended = jest.fn();
+    trust.sent(old);
+    const end = trust.sent(ended);
+    end();
+    advance(SUSPECT_STATEMENT_MS);
+    trust.sent(young);
+    advance(SUSPECT_STATEMENT_MS / 2);
+    trust.distrust();
+    advance(0);
+    expect(old).toHaveBeenCalledWith(expect.any(ServerLostError));
+    expect(young).not.toHaveBeenCalled();
+    advance(SUSPECT_STATEMENT_MS / 2);
+    expect(young).toHaveBeenCalledWith(expect.any(ServerLostError));
+    expect(ended).not.toHaveBeenCalled();
+    expect(serverLost(new ServerLostError())).toBe(true);
   });
 });

@@ -11,7 +11,22 @@ const SERVER_LOST_CODES =
 
 /** Messages of the driver's and the store's own for a connection that died or went silent. */
 const SERVER_LOST_MESSAGES =
-  /no answer from the database within|Connection terminated|connection lost/i;
+  /no answer from the database within|Connection terminated|connection lost|server was lost/i;
+
+/**
+ * How long a statement already sent on a connection opened before the server was lost may go on
+ * waiting: the outbox's own statements answer in milliseconds, so one still out after this has
+ * most likely gone into a connection a moved address left half-open.
+ */
+export const SUSPECT_STATEMENT_MS = 1000;
+
+/** A statement given up because its connection opened before the server was lost. */
+export class ServerLostError extends Error {
+  constructor() {
+    super(`the server was lost on another connection; this statement's was given up`);
+    this.name = 'ServerLostError';
+  }
+}
 
 /**
  * Whether a failure says the server behind the connection is gone or has changed role, rather
@@ -32,15 +47,36 @@ export function serverLost(error: { code?: unknown; message?: unknown }): boolea
 export class ConnectionTrust {
   private readonly openedAt = new WeakMap<object, number>();
   private distrustBefore = -Infinity;
+  /** Statements out now: when each was sent (`performance.now()`), and how to give it up. */
+  private readonly out = new Map<object, { sentAt: number; giveUp: (error: Error) => void }>();
+
+  constructor(private readonly now: () => number = () => performance.now()) {}
 
   /** A connection of the pool just opened. */
   opened(connection: object): void {
-    this.openedAt.set(connection, performance.now());
+    this.openedAt.set(connection, this.now());
   }
 
-  /** The server was lost: connections opened until now are not used again. */
+  /**
+   * The server was lost: connections opened until now are not used again, and statements out on
+   * them are given up once they have waited `SUSPECT_STATEMENT_MS` (at once if they have).
+   */
   distrust(): void {
-    this.distrustBefore = performance.now();
+    const now = this.now();
+    this.distrustBefore = now;
+    for (const { sentAt, giveUp } of this.out.values()) {
+      setTimeout(
+        () => giveUp(new ServerLostError()),
+        Math.max(0, sentAt + SUSPECT_STATEMENT_MS - now),
+      );
+    }
+  }
+
+  /** A statement sent on a connection of the pool; `giveUp` abandons it. Returns its end. */
+  sent(giveUp: (error: Error) => void): () => void {
+    const key = {};
+    this.out.set(key, { sentAt: this.now(), giveUp });
+    return () => this.out.delete(key);
   }
 
   /** Whether `connection` opened after the server was last lost (one never seen counts as old). */
