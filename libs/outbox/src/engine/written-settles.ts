@@ -1,4 +1,5 @@
 import type { DeliveredSettle, FailedSettle } from '../store/lease/lease.types';
+import { scrubError } from '../common/scrub-error.util';
 import type { Settle } from './settle-statements';
 
 /** Settles remembered at most, the newest kept: enough for seconds of a busy instance. */
@@ -21,14 +22,23 @@ export interface WrittenAgain {
  * of events placed for ordered handlers (their settle also moves their key on).
  */
 export class WrittenSettles {
-  private entries: Array<{ at: number; item: Settle }> = [];
+  /** The settles alone, not their events: no payload is kept for this. */
+  private entries: Array<
+    | { at: number; kind: 'delivered'; settle: DeliveredSettle }
+    | { at: number; kind: 'failed'; settle: FailedSettle }
+  > = [];
 
   /** Settles of one statement that the server wrote (`stale` ids excepted), at `at` (epoch ms). */
   remember(items: readonly Settle[], stale: ReadonlySet<string>, at = Date.now()): void {
     for (const item of items) {
-      if (item.kind !== 'delivered' && item.kind !== 'failed') continue;
       if (item.record.sequenced || stale.has(item.record.id)) continue;
-      this.entries.push({ at, item });
+      if (item.kind === 'delivered')
+        this.entries.push({ at, kind: item.kind, settle: item.settle });
+      if (item.kind !== 'failed') continue;
+      // The error's text as the statement wrote it, not the handler's error object and all it holds.
+      const { error } = item.settle;
+      const settle = { ...item.settle, error: error === null ? null : scrubError(error) };
+      this.entries.push({ at, kind: item.kind, settle });
     }
     // Trimmed in steps, so that each step's copy is paid for by as many settles.
     if (this.entries.length >= 2 * REMEMBERED) this.entries = this.entries.slice(-REMEMBERED);
@@ -37,10 +47,10 @@ export class WrittenSettles {
   /** Takes those written at `from` (epoch ms) or later, and forgets every one. */
   takeSince(from: number): WrittenAgain {
     const taken: WrittenAgain = { delivered: [], failed: [] };
-    for (const { at, item } of this.entries.slice(-REMEMBERED)) {
-      if (at < from) continue;
-      if (item.kind === 'delivered') taken.delivered.push(item.settle);
-      if (item.kind === 'failed') taken.failed.push(item.settle);
+    for (const entry of this.entries.slice(-REMEMBERED)) {
+      if (entry.at < from) continue;
+      if (entry.kind === 'delivered') taken.delivered.push(entry.settle);
+      else taken.failed.push(entry.settle);
     }
     this.entries = [];
     return taken;
