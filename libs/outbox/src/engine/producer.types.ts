@@ -7,9 +7,11 @@ import type { ResolvedOutboxOptions } from '../outbox.options';
  * | ----------- | -------------------------------- | -------------------------------------- | --------------------------- |
  * | `stopped`   | none; a claim out gives rows back | it is built, or `stop()` (shutdown)    | `start()`                   |
  * | `running`   | when work may be due and room is | `start()`, a pause's end, settles drain | another mode                |
- * | `paused`    | none; a wake is set for its end  | a claim failed, or settles given up    | `failedDrainRetryMs` later  |
+ * | `paused`    | none; a wake is set for its end  | a claim failed, or settles given up    | see below                   |
  * | `held-back` | none                             | unwritten settles reach two claims     | a settle is written (pumps) |
  *
+ * A pause ends 100 ms after a failed claim, doubling while claims keep failing, up to
+ * `failedDrainRetryMs`; and `failedDrainRetryMs` after settles were given up.
  * Held back keeps claimed work from outrunning what can be recorded; paused keeps a failing
  * database from being asked again at once. Neither loses a wake: one that comes meanwhile is
  * answered by the first claim after.
