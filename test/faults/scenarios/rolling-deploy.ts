@@ -94,7 +94,11 @@ export const rollingDeploy: Scenario = {
     const stream = await producer.request<StreamReport>({ cmd: 'stream-stop' }, 30_000);
     const drainMs = await drainAll(ctx.db, 60_000);
 
-    const given = await giveBacks(ctx.db);
+    // The rollouts' give-backs: a backlog's local queues give events back on their TTL too.
+    const given = await giveBacks(
+      ctx.db,
+      rounds.map((r) => [r.from, r.to] as const),
+    );
     const leaving = rounds.flatMap((r) => r.leaving);
     const exits = rounds.flatMap((r) => r.exits);
     const readyTimes = rounds.flatMap((r) => r.readyTimes);

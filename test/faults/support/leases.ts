@@ -44,9 +44,17 @@ export interface GiveBacks {
   leaseExpiries: number;
 }
 
-/** What happened after each give-back, and how many claims had to wait for a lease to end. */
-export async function giveBacks(db: FaultDatabase): Promise<GiveBacks> {
-  const [row] = await db.query(`
+/**
+ * What happened after each give-back, and how many claims had to wait for a lease to end. With
+ * `windows` (epoch ms ranges), only the give-backs made within one of them are counted (those of
+ * a shutdown, say, rather than of a local queue's TTL during a backlog).
+ */
+export async function giveBacks(
+  db: FaultDatabase,
+  windows?: ReadonlyArray<readonly [number, number]>,
+): Promise<GiveBacks> {
+  const [row] = await db.query(
+    `
     WITH ordered AS (
       SELECT event_id, kind, at,
              lag(kind) OVER (PARTITION BY event_id ORDER BY at, id) AS before,
@@ -56,7 +64,11 @@ export async function giveBacks(db: FaultDatabase): Promise<GiveBacks> {
     ),
     released AS (
       SELECT extract(epoch FROM after_at - at) * 1000 AS ms, after = 'claim' AS taken
-      FROM ordered WHERE kind = 'release'
+      FROM ordered
+      WHERE kind = 'release'
+        AND ($1::float8[] IS NULL OR EXISTS (
+          SELECT 1 FROM unnest($1::float8[], $2::float8[]) AS w(from_ms, to_ms)
+          WHERE extract(epoch FROM at) * 1000 BETWEEN w.from_ms AND w.to_ms))
     )
     SELECT (SELECT count(*)::int FROM released) AS released,
            (SELECT count(*) FILTER (WHERE taken)::int FROM released) AS taken,
@@ -64,7 +76,9 @@ export async function giveBacks(db: FaultDatabase): Promise<GiveBacks> {
              AS median_ms,
            (SELECT max(ms) FROM released WHERE taken)::float8 AS max_ms,
            (SELECT count(*)::int FROM ordered WHERE kind = 'claim' AND before = 'claim')
-             AS lease_expiries`);
+             AS lease_expiries`,
+    [windows?.map((w) => w[0]) ?? null, windows?.map((w) => w[1]) ?? null],
+  );
   return {
     released: row.released,
     taken: row.taken,
