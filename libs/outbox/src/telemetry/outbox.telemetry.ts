@@ -53,6 +53,8 @@ export class OutboxTelemetry {
   private readonly tracer: Otel.Tracer | undefined;
   private stateSource: (() => Promise<OutboxResult<PendingState>>) | undefined;
   private readonly meter: Otel.Meter | undefined;
+  /** No MeterProvider was registered when the instruments were made: they stay no-ops. */
+  private readonly meterIsNoop: boolean = true;
   private unobserve: (() => void) | undefined;
 
   /**
@@ -68,6 +70,7 @@ export class OutboxTelemetry {
     this.instruments = instruments;
     this.tracer = api.trace.getTracer(OUTBOX_INSTRUMENTATION);
     this.meter = meter;
+    this.meterIsNoop = meter instanceof api.createNoopMeter().constructor;
   }
 
   /** The app is closing: its gauges stop reading a DataSource that is going away. */
@@ -152,7 +155,7 @@ export class OutboxTelemetry {
   handlerRun(event: OutboxEvent, handler: string, handlerAttempt: number): HandlerRunTelemetry {
     const api = this.api;
     const instruments = this.instruments;
-    if (!api || !instruments || !this.tracer) return NO_RUN;
+    if (!api || !instruments || !this.tracer || this.runsUnobserved(api)) return NO_RUN;
     const attributes: Otel.Attributes = {
       'messaging.system': MESSAGING_SYSTEM,
       'messaging.operation.name': 'process',
@@ -202,6 +205,20 @@ export class OutboxTelemetry {
         span.end();
       },
     };
+  }
+
+  /**
+   * Whether a handler run has nothing to feed: no meter, no tracer and no propagator registered.
+   * Asked on every run, since a TracerProvider and a propagator may be registered after boot; the
+   * span, context and attributes a run would build cost a tenth of the engine's time per event.
+   */
+  private runsUnobserved(api: typeof Otel): boolean {
+    if (!this.meterIsNoop || api.propagation.fields().length > 0) return false;
+    const provider = api.trace.getTracerProvider();
+    return (
+      provider instanceof api.ProxyTracerProvider &&
+      provider.getDelegateTracer(OUTBOX_INSTRUMENTATION) === undefined
+    );
   }
 
   /** Events leased by one claim. */
