@@ -289,6 +289,10 @@ describe('outbox lease proof', () => {
     expect(claimed.attempts).toBe(1);
     const stored = await row(id);
     expect(stored!.attempts).toBe(1);
+    // Times travel as epoch ms: the record's must be the row's, to the millisecond.
+    expect(claimed.occurredAt).toEqual(stored!.occurred_at);
+    expect(claimed.deadAt).toBeNull();
+    expect(claimed.deliveries).toEqual({});
     expect(stored!.lease_expires_at).toEqual(claimed.leaseExpiresAt);
     // Due again exactly when the lease ends, should no settle come.
     expect(stored!.next_attempt_at).toEqual(claimed.leaseExpiresAt);
