@@ -1,5 +1,5 @@
 import { fakeClock } from '../common/fake-clock.spec-support';
-import { CLAIM_GATHER_MS, ClaimsInFlight } from './claims-in-flight';
+import { CLAIM_GATHER_MAX_MS, GATHER_PER_EVENT_MS, ClaimsInFlight } from './claims-in-flight';
 
 describe('ClaimsInFlight', () => {
   beforeEach(() => jest.useFakeTimers());
@@ -16,7 +16,7 @@ describe('ClaimsInFlight', () => {
     expect(claims.mayClaim(later)).toBe(true);
     claims.add(never);
     expect(claims.mayClaim(later)).toBe(false);
-    advance(10 * CLAIM_GATHER_MS);
+    advance(10 * CLAIM_GATHER_MAX_MS);
     // The claim out answers the wake: nothing is planned for it.
     expect(later).not.toHaveBeenCalled();
   });
@@ -30,22 +30,29 @@ describe('ClaimsInFlight', () => {
     expect(claims.mayClaim(jest.fn())).toBe(false);
   });
 
-  it('after a short claim that brought events, waits CLAIM_GATHER_MS for more, then looks again', () => {
-    const claims = inFlight();
-    const first = Promise.resolve();
-    claims.add(first);
-    claims.answered(3, 100);
-    claims.delete(first);
-    const later = jest.fn();
-    expect(claims.mayClaim(later)).toBe(false);
-    expect(claims.mayClaim(later)).toBe(false);
-    advance(CLAIM_GATHER_MS - 1);
-    expect(later).not.toHaveBeenCalled();
-    advance(1);
-    // One look for however many wakes came while it gathered.
-    expect(later).toHaveBeenCalledTimes(1);
-    expect(claims.mayClaim(later)).toBe(true);
-  });
+  it.each([
+    [1, 1],
+    [4, 4 * GATHER_PER_EVENT_MS],
+    [99, CLAIM_GATHER_MAX_MS],
+  ])(
+    'after a short claim that brought %i events, waits %i ms for more, then looks again',
+    (brought, waitMs) => {
+      const claims = inFlight();
+      const first = Promise.resolve();
+      claims.add(first);
+      claims.answered(brought, 100);
+      claims.delete(first);
+      const later = jest.fn();
+      expect(claims.mayClaim(later)).toBe(false);
+      expect(claims.mayClaim(later)).toBe(false);
+      advance(waitMs - 1);
+      expect(later).not.toHaveBeenCalled();
+      advance(1);
+      // One look for however many wakes came while it gathered.
+      expect(later).toHaveBeenCalledTimes(1);
+      expect(claims.mayClaim(later)).toBe(true);
+    },
+  );
 
   it.each([
     ['an empty claim', (c: ClaimsInFlight) => c.answered(0, 100)],
@@ -64,7 +71,7 @@ describe('ClaimsInFlight', () => {
     const later = jest.fn();
     expect(claims.mayClaim(later)).toBe(false);
     claims.stop();
-    advance(10 * CLAIM_GATHER_MS);
+    advance(10 * CLAIM_GATHER_MAX_MS);
     expect(later).not.toHaveBeenCalled();
   });
 

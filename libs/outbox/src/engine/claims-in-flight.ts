@@ -8,12 +8,16 @@ const MAX_CLAIMS_IN_FLIGHT = 2;
 
 /**
  * How long after a claim that brought some events, but fewer than it asked for, the next claim
- * waits for more to arrive. Producers committing one event at a time wake the engine once per
- * commit; claiming on each wake would spend a transaction of the database's (the producers'
- * own database) on every event or two. An idle engine, whose last claim is older than this,
- * claims at once.
+ * waits for more to arrive: GATHER_PER_EVENT_MS for each event it brought, in whole
+ * milliseconds, at most CLAIM_GATHER_MAX_MS. Producers committing one event at a time wake the
+ * engine once per commit; claiming on each wake would spend a transaction of the database's (the
+ * producers' own database) on every event or two. The wait follows the stream: a trickle (claims
+ * of an event or two) waits a millisecond, a storm (claims of ten or more) the most, holding its
+ * events a few milliseconds for about a third fewer claims and settles. An idle engine, whose
+ * last claim is older than its wait, claims at once.
  */
-export const CLAIM_GATHER_MS = 2;
+export const GATHER_PER_EVENT_MS = 0.5;
+export const CLAIM_GATHER_MAX_MS = 5;
 
 /** The pause after a first failed claim; it doubles while claims keep failing. */
 const RETRY_FIRST_MS = 100;
@@ -58,7 +62,9 @@ export class ClaimsInFlight {
     this.failedInARow = 0;
     this.full = brought >= limit;
     const busy = brought > 0 && !this.full;
-    this.gatherUntil = busy ? this.now() + CLAIM_GATHER_MS : 0;
+    this.gatherUntil = busy
+      ? this.now() + Math.min(CLAIM_GATHER_MAX_MS, Math.ceil(brought * GATHER_PER_EVENT_MS))
+      : 0;
     return again;
   }
 
