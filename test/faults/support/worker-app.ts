@@ -124,7 +124,10 @@ export async function createFaultApp(config: ChildConfig): Promise<FaultApp> {
   if (config.httpPort === undefined) {
     return { app: await NestFactory.createApplicationContext(module, options), records };
   }
-  const app = await NestFactory.create(module, options);
+  // The runner's probes keep their connection alive, and Node's `server.close()` waits for a
+  // connection that keeps bringing requests: without this, a stopping pod's close could wait on
+  // its own probes until the kill (the kubelet's probes keep no connection).
+  const app = await NestFactory.create(module, { ...options, forceCloseConnections: true });
   await app.listen(config.httpPort, '127.0.0.1');
   return { app, records };
 }
