@@ -23,9 +23,9 @@ describe('OutboxCompleter, settles that ride together', () => {
     return { statements, completer: new OutboxCompleter(store, { deadRetryMs: 1000, batchSize }) };
   }
 
-  const delivered = (id: string): Settle => ({
+  const delivered = (id: string, sequenced = false): Settle => ({
     kind: 'delivered',
-    record: { id, attempts: 1, sequenced: false, deadAt: null } as unknown as OutboxRecord,
+    record: { id, attempts: 1, sequenced, deadAt: null } as unknown as OutboxRecord,
     settle: { id, attempts: 1, handlers: ['billing'] },
   });
 
@@ -50,6 +50,16 @@ describe('OutboxCompleter, settles that ride together', () => {
       'settled',
       'settled',
     ]);
+  });
+
+  it('sends the settle of an event placed for ordered handlers after 5 ms: its key waits on it', async () => {
+    const { statements, completer: c } = completer();
+    void c.complete(delivered('a'), Date.now() + 60_000);
+    void c.complete(delivered('ordered', true), Date.now() + 60_000);
+    await advance(4);
+    expect(statements).toEqual([]);
+    await advance(1);
+    expect(statements).toEqual([['a', 'ordered']]);
   });
 
   it('sends a full batch at once, and what follows it after its own wait', async () => {
