@@ -7,7 +7,6 @@ import {
   OutboxEngine,
   OutboxHandlerTransactionEndedError,
   OutboxPublisher,
-  OutboxLeaseStore,
   type NewOutboxEvent,
   type OutboxEvent,
   type TransactionalHandlerContext,
@@ -15,7 +14,14 @@ import {
 import { invoicePaid } from './support/events';
 import { clsTransactionsModule } from './support/cls-transactions';
 import { eventRow, useTestApp } from './support/test-database';
-import { createOutboxApp, deferred, emitCommitted, eventually } from './support/outbox-app';
+import {
+  createOutboxApp,
+  deferred,
+  emitCommitted,
+  eventually,
+  takeOverLease,
+  heldHandler,
+} from './support/outbox-app';
 
 /**
  * Transactional handlers on a real PostgreSQL: the handler's writes and its delivery record
@@ -205,23 +211,13 @@ describe('transactional handlers', () => {
   });
 
   it('write nothing when the lease was taken over while the handler ran', async () => {
-    const running = deferred();
-    const proceed = deferred();
-    behaviour.ledger = async () => {
-      running.resolve();
-      await proceed.promise;
-    };
+    const held = heldHandler();
+    behaviour.ledger = held.run;
     const id = await emit(paid());
     const drained = engine.drainOnce();
-    await running.promise;
-    // The lease runs out and another instance claims the event, as after a stall.
-    await t.sql.query(
-      `UPDATE outbox_event SET lease_expires_at = now(), next_attempt_at = now() WHERE id = $1`,
-      [id],
-    );
-    const takeover = await t.app.get(OutboxLeaseStore).claim({ limit: 1, leaseMs: 5000 });
-    expect(takeover.ok && takeover.value.map((r) => r.attempts)).toEqual([2]);
-    proceed.resolve();
+    await held.running;
+    expect(await takeOverLease(t.app, id)).toEqual([2]);
+    held.proceed();
 
     const report = await drained;
     expect(report).toMatchObject({ claimed: 1, delivered: 0, stale: 1 });

@@ -9,7 +9,7 @@ import { Client, Pool } from 'pg';
 
 export const REFERENCE_CHANNEL = 'outbox_event';
 
-const REFERENCE_CLAIM = `
+export const REFERENCE_CLAIM = `
   UPDATE outbox_event AS e
   SET attempts = e.attempts + 1, lease_expires_at = now() + interval '60 seconds'
   FROM (
@@ -21,7 +21,7 @@ const REFERENCE_CLAIM = `
     FOR UPDATE SKIP LOCKED
   ) AS due
   WHERE e.id = due.id
-  RETURNING e.id, e.type, e.payload`;
+  RETURNING e.id, e.type, e.payload, e.attempts`;
 const REFERENCE_SETTLE = `UPDATE outbox_event SET dispatched_at = now(), lease_expires_at = NULL WHERE id = ANY($1::uuid[])`;
 
 export function referencePool(url: string, applicationName = 'bench-reference'): Pool {

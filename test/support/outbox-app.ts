@@ -10,6 +10,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import {
   OUTBOX_ENTITIES,
+  OutboxLeaseStore,
   OutboxModule,
   OutboxPublisher,
   type NewOutboxEvent,
@@ -35,7 +36,11 @@ export interface OutboxAppOptions {
   /** Receives what the app logs (the log guard otherwise; printed with OUTBOX_TEST_LOG set). */
   logger?: LoggerService;
   /** More TypeORM DataSource options (`ssl`, `extra`). */
-  typeorm?: { ssl?: unknown; extra?: Record<string, unknown> };
+  typeorm?: {
+    ssl?: unknown;
+    extra?: Record<string, unknown>;
+    subscribers?: Array<new () => unknown>;
+  };
 }
 
 /**
@@ -169,6 +174,39 @@ export function emitCommitted(
   return app
     .get(DataSource)
     .transaction((manager) => app.get(OutboxPublisher).emit(events as NewOutboxEvent, { manager }));
+}
+
+/** A handler's body that tells when it runs, then waits until `proceed` is called. */
+export function heldHandler(): {
+  run: () => Promise<void>;
+  running: Promise<void>;
+  proceed: () => void;
+} {
+  const running = deferred();
+  const proceed = deferred();
+  return {
+    run: async () => {
+      running.resolve();
+      await proceed.promise;
+    },
+    running: running.promise,
+    proceed: () => proceed.resolve(),
+  };
+}
+
+/**
+ * Ends the lease of event `id` and claims it as another instance would after a stall; the
+ * attempt counts that claim took.
+ */
+export async function takeOverLease(app: INestApplication, id: string): Promise<number[] | false> {
+  await app
+    .get(DataSource)
+    .query(
+      `UPDATE outbox_event SET lease_expires_at = now(), next_attempt_at = now() WHERE id = $1`,
+      [id],
+    );
+  const takeover = await app.get(OutboxLeaseStore).claim({ limit: 1, leaseMs: 5000 });
+  return takeover.ok && takeover.value.map((r) => r.attempts);
 }
 
 /** Emits each of `events` in a transaction of its own, one after another, as requests would. */

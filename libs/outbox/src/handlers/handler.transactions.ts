@@ -16,6 +16,8 @@ import type {
 import { OutboxPublisher } from '../emit/outbox.publisher';
 import { HandlerTransactionStore } from '../store/handler-transaction.store';
 import { type BackendTransaction } from '../store/handler-transaction.store';
+import { DrivenTransaction } from '../store/driven-transaction';
+import type { OutboxResult } from '../store/outbox.result';
 import { TransactionSlots } from './transaction-slots.util';
 import { OUTBOX_DATA_SOURCE } from '../outbox.tokens';
 
@@ -76,11 +78,9 @@ export class HandlerTransactions implements OnModuleInit {
     let handlerEnded: Promise<unknown> = Promise.resolve();
     const committed = this.slots.acquire(request.signal).then(async (release) => {
       try {
-        await this.open((manager) =>
-          this.work(manager, request, (handler) => {
-            handlerEnded = handler;
-          }),
-        );
+        await this.open(request, (handler) => {
+          handlerEnded = handler;
+        });
       } finally {
         release();
       }
@@ -100,10 +100,11 @@ export class HandlerTransactions implements OnModuleInit {
     manager: EntityManager,
     request: HandlerTransactionRequest,
     started: (handler: Promise<unknown>) => void,
+    steps: TransactionSteps,
   ): Promise<void> {
     const { signal } = request;
     if (signal.aborted) throw signal.reason;
-    const prepared = await this.store.prepare(manager, request.budgetMs, request.isolationLevel);
+    const prepared = await steps.prepare(request.budgetMs, request.isolationLevel);
     if (!prepared.ok) throw prepared.error;
     const open = { value: true };
     const abandoned = this.abandonOnAbort(manager, prepared.value, signal);
@@ -114,7 +115,7 @@ export class HandlerTransactions implements OnModuleInit {
       started(handler.catch(() => undefined));
       await Promise.race([handler, abandoned.promise]);
       const recorded = await Promise.race([
-        this.store.recordDelivery(manager, {
+        steps.record({
           id: request.event.id,
           attempts: request.attempt,
           handler: request.handlerName,
@@ -125,8 +126,8 @@ export class HandlerTransactions implements OnModuleInit {
       if (!recorded.value) {
         throw new OutboxLeaseLostError(request.handlerName, request.event.id, request.attempt);
       }
-      // Past the budget, nothing commits: the connection is being discarded.
-      if (signal.aborted) await abandoned.promise;
+      // Past the budget, nothing commits that has not yet: the connection is being discarded.
+      if (signal.aborted && !steps.recordCommits) await abandoned.promise;
     } finally {
       open.value = false;
       abandoned.dispose();
@@ -192,9 +193,12 @@ export class HandlerTransactions implements OnModuleInit {
   /**
    * A transaction on the outbox's DataSource: through the app's `@nestjs-cls/transactional`
    * host when it has one for this DataSource (so services the handler calls join it through
-   * `txHost.tx` or `@Transactional()`), directly otherwise.
+   * `txHost.tx` or `@Transactional()`), one of the outbox's own otherwise.
    */
-  private async open(work: (manager: EntityManager) => Promise<void>): Promise<void> {
+  private async open(
+    request: HandlerTransactionRequest,
+    started: (handler: Promise<unknown>) => void,
+  ): Promise<void> {
     const ambient = this.ambient;
     if (ambient) {
       const { host, requiresNew } = ambient;
@@ -203,7 +207,7 @@ export class HandlerTransactions implements OnModuleInit {
         return await host.withTransaction(requiresNew, {}, () => {
           const manager = host.tx as EntityManager | undefined;
           if (manager?.connection !== this.dataSource) throw new ForeignAmbientTransaction();
-          return work(manager);
+          return this.work(manager, request, started, this.joined(manager));
         });
       } catch (error) {
         if (!(error instanceof ForeignAmbientTransaction)) throw error;
@@ -215,8 +219,66 @@ export class HandlerTransactions implements OnModuleInit {
         );
       }
     }
-    return this.dataSource.transaction(work);
+    return this.own(request, started);
   }
+
+  /**
+   * The outbox's own transaction, three round trips in all when the handler sends one
+   * statement: its start with the setup, the handler's, and its delivery record with the
+   * `COMMIT` (see `DrivenTransaction`). Through TypeORM's `transaction` when its query runner
+   * cannot be driven so.
+   */
+  private async own(
+    request: HandlerTransactionRequest,
+    started: (handler: Promise<unknown>) => void,
+  ): Promise<void> {
+    const runner = this.dataSource.createQueryRunner();
+    try {
+      await runner.connect();
+      const driven = DrivenTransaction.on(runner);
+      if (!driven) {
+        return await runner.manager.transaction((manager) =>
+          this.work(manager, request, started, this.joined(manager)),
+        );
+      }
+      try {
+        await this.work(driven.manager, request, started, {
+          prepare: (budgetMs, level) => this.store.begin(driven, budgetMs, level),
+          record: (delivery) => this.store.recordDeliveryAndCommit(driven, delivery),
+          recordCommits: true,
+        });
+      } catch (error) {
+        await driven.rollback().catch(() => undefined);
+        throw error;
+      }
+    } finally {
+      await runner.release();
+    }
+  }
+
+  /** The steps in a transaction begun by someone else, who commits it after `work`. */
+  private joined(manager: EntityManager): TransactionSteps {
+    return {
+      prepare: (budgetMs, level) => this.store.prepare(manager, budgetMs, level),
+      record: (delivery) => this.store.recordDelivery(manager, delivery),
+      recordCommits: false,
+    };
+  }
+}
+
+/** How a handler's transaction is set up and its delivery recorded (see `work`). */
+interface TransactionSteps {
+  prepare(
+    budgetMs: number,
+    isolationLevel: OutboxIsolationLevel,
+  ): Promise<OutboxResult<BackendTransaction>>;
+  record(delivery: {
+    id: string;
+    attempts: number;
+    handler: string;
+  }): Promise<OutboxResult<boolean>>;
+  /** Whether `record` commits the transaction as well. */
+  recordCommits: boolean;
 }
 
 /** Connections left to claims, settles and cancels, however many handler transactions run. */

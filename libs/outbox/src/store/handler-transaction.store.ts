@@ -2,7 +2,9 @@ import type { EntityManager } from 'typeorm';
 import { ISOLATION_LEVELS } from '../outbox.constants';
 
 type IsolationLevel = (typeof ISOLATION_LEVELS)[number];
-import type { OutboxResult } from './outbox.result';
+import { inlineValues } from './bounded-statement.util';
+import type { DrivenTransaction } from './driven-transaction';
+import { ok, type OutboxResult } from './outbox.result';
 import { ClientStore } from './store.client';
 
 /** A transaction of one backend: its pid, and its start in microseconds (text, exact). */
@@ -29,6 +31,18 @@ const RECORD_DELIVERY = `
     AND lease_expires_at IS NOT NULL
   RETURNING id
 `;
+
+/**
+ * `RECORD_DELIVERY` and the `COMMIT` in one round trip, for a transaction the outbox began
+ * itself. A guard that matched nothing divides by zero (SQLSTATE 22012, raised by this statement
+ * alone): the script stops there, and the `COMMIT` after it never runs.
+ */
+const RECORD_DELIVERY_AND_COMMIT = `
+  WITH recorded AS (${RECORD_DELIVERY})
+  SELECT 1 / count(*) AS recorded FROM recorded;
+  COMMIT
+`;
+const DIVISION_BY_ZERO = '22012';
 
 /**
  * Opens a transactional handler's transaction, in one round trip: its isolation level (the
@@ -82,6 +96,45 @@ export class HandlerTransactionStore extends ClientStore {
       RECORD_DELIVERY,
       [delivery.id, delivery.attempts, delivery.handler],
       (rows: { id: string }[]) => rows.length === 1,
+    );
+  }
+
+  /**
+   * Records one handler's delivery and commits its transaction, in one round trip (see
+   * `RECORD_DELIVERY_AND_COMMIT`). False when the guard failed: nothing was committed, and the
+   * caller must roll the transaction back.
+   */
+  async recordDeliveryAndCommit(
+    transaction: DrivenTransaction,
+    delivery: { id: string; attempts: number; handler: string },
+  ): Promise<OutboxResult<boolean>> {
+    const committed = await this.client.commitWith(
+      'recordDelivery',
+      transaction,
+      inlineValues(RECORD_DELIVERY_AND_COMMIT, [delivery.id, delivery.attempts, delivery.handler]),
+    );
+    if (committed.ok) return ok(true);
+    return committed.error.code === DIVISION_BY_ZERO ? ok(false) : committed;
+  }
+
+  /**
+   * Begins a transactional handler's transaction and prepares it as `prepare` does, in one
+   * round trip: what `cancelBackend` needs to find it.
+   */
+  async begin(
+    transaction: DrivenTransaction,
+    budgetMs: number,
+    isolationLevel: IsolationLevel,
+  ): Promise<OutboxResult<BackendTransaction>> {
+    const setup = handlerTransactionSetup(isolationLevel, Math.max(1, Math.ceil(budgetMs)));
+    return this.client.beginWith(
+      'prepareHandlerTransaction',
+      transaction,
+      `START TRANSACTION;\n${setup}`,
+      ([row]: { pid: number; started_us: string }[]) => ({
+        pid: row.pid,
+        startedUs: row.started_us,
+      }),
     );
   }
 

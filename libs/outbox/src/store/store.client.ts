@@ -8,6 +8,7 @@ import {
   runBounded,
   type StatementBounds,
 } from './bounded-statement.util';
+import type { DrivenTransaction } from './driven-transaction';
 import { fail, ok, type OutboxResult } from './outbox.result';
 
 /** What every store is built with. */
@@ -123,6 +124,34 @@ export class StoreClient {
       return fail(toStoreError(operation, err));
     }
     return ok(map(rows));
+  }
+
+  /** Begins `transaction` with `script` (see `DrivenTransaction.begin`). */
+  async beginWith<R, T>(
+    operation: string,
+    transaction: DrivenTransaction,
+    script: string,
+    map: (rows: R[]) => T,
+  ): Promise<OutboxResult<T>> {
+    try {
+      return ok(map(await transaction.begin<R>(script)));
+    } catch (err) {
+      return fail(toStoreError(operation, err));
+    }
+  }
+
+  /** Ends `transaction` with `script`, whose last statement is `COMMIT`. */
+  async commitWith(
+    operation: string,
+    transaction: DrivenTransaction,
+    script: string,
+  ): Promise<OutboxResult<void>> {
+    try {
+      await transaction.commit(script);
+      return ok(undefined);
+    } catch (err) {
+      return fail(toStoreError(operation, err));
+    }
   }
 
   /**
