@@ -22,6 +22,7 @@ import {
   type BrokerServer,
 } from '../../test/support/broker-servers';
 import { createOutboxApp } from '../support/app';
+import { bareJetStreamRate, bareRabbitMqRate } from '../support/bare-consumers';
 import { EVENTS } from '../support/config';
 import { insertEvents, sleep, waitUntilSettled, withFreshDatabase } from '../support/database';
 import { sampleEvent } from '../support/events';
@@ -35,6 +36,10 @@ interface Broker {
   server: BrokerServer;
   relay(): OutboxRelayTransport;
   inbox(): OutboxInboxTransport;
+  /** A consumer that only reads and acks `total` messages: messages/s. */
+  bare(total: number): Promise<number>;
+  /** Whether what a consumer acks leaves the broker (a queue) rather than stays (a stream). */
+  ackRemoves: boolean;
 }
 
 /** A JetStream stream and a RabbitMQ queue, each taking every relayed event. */
@@ -57,12 +62,16 @@ async function withBrokers<T>(run: (brokers: Broker[]) => Promise<T>): Promise<T
         server: nats,
         relay: () => natsJetStream({ servers: nats.url }),
         inbox: () => natsJetStreamInbox({ servers: nats.url, stream: 'BENCH', consumer: 'bench' }),
+        bare: (total) => bareJetStreamRate(nats.url, 'BENCH', total),
+        ackRemoves: false,
       },
       {
         name: 'RabbitMQ',
         server: rabbit,
         relay: () => rabbitMq({ url: rabbit.url, exchange: 'bench' }),
         inbox: () => rabbitMqInbox({ url: rabbit.url, queue: 'bench' }),
+        bare: (total) => bareRabbitMqRate(rabbit.url, 'bench', total),
+        ackRemoves: true,
       },
     ]);
   } finally {
@@ -128,7 +137,8 @@ export const relay: Scenario = {
 
 /**
  * Inbox receive rate: EVENTS messages waiting in each broker, received into an empty outbox
- * (emitted in one transaction per batch, acked after the commit), engine off.
+ * (emitted in one transaction per batch, acked after the commit), engine off; beside a consumer
+ * of the same messages that only reads and acks them.
  */
 export const inbox: Scenario = {
   name: 'inbox',
@@ -148,18 +158,22 @@ export const inbox: Scenario = {
               OutboxInboxModule.forRoot({ name: 'bench-inbox', transport: broker.inbox() }),
             ],
           });
+          let rate: number;
           try {
             await waitForRows(db.sql, EVENTS);
-            const rate = EVENTS / ((performance.now() - started) / 1000);
+            rate = EVENTS / ((performance.now() - started) / 1000);
             note(`inbox from ${broker.name}: ${count(rate)} messages/s (boot included)`);
-            figures.push({
-              figure: `inbox receive from ${broker.name}`,
-              value: `${count(rate)} messages/s`,
-              target: 'report',
-            });
           } finally {
             await app.close();
           }
+          if (broker.ackRemoves) await fill(broker.relay(), EVENTS);
+          const bare = await broker.bare(EVENTS);
+          note(`bare consumer of ${broker.name}: ${count(bare)} messages/s (connect included)`);
+          figures.push({
+            figure: `inbox receive from ${broker.name} (its boot included) vs a bare consumer`,
+            value: `${count(rate)} vs ${count(bare)} messages/s = ${times(rate / bare)}`,
+            target: '≥ 0.7 ×',
+          });
         }
         return figures;
       }),
