@@ -8,7 +8,7 @@ import { delimiter, join } from 'node:path';
 import { connect as amqpConnect } from 'amqplib';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect as natsConnect } from '@nats-io/transport-node';
-import { findFreePort } from './free-port';
+import { findFreePort, findFreePorts } from './free-port';
 
 /**
  * Real message brokers for the transport suites: a nats-server with JetStream and a RabbitMQ
@@ -351,9 +351,22 @@ export async function startNatsServer(
  * directory), data, logs, config and enabled-plugins file (only rabbitmq_consistent_hash_exchange,
  * for the `x-consistent-hash` exchange type), and its own epmd on a free port, so neither a
  * system-wide RabbitMQ nor other tests' nodes or a leftover epmd are involved. `guest` may log in
- * from loopback, which is all the tests use.
+ * from loopback, which is all the tests use. Its ports are probed free a moment before it binds
+ * them: one taken meanwhile (`eaddrinuse` in its log) costs a new start on new ports, twice at
+ * most.
  */
 export async function startRabbitMq(): Promise<BrokerServer> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startRabbitMqOnce();
+    } catch (error) {
+      if (attempt >= 3 || !(error as Error).message.includes('eaddrinuse')) throw error;
+    }
+  }
+}
+
+/** One start of the node `startRabbitMq` describes. */
+async function startRabbitMqOnce(): Promise<BrokerServer> {
   const binary = findBinary('rabbitmq-server', 'RABBITMQ_SERVER_BIN', [
     '/usr/lib/rabbitmq/bin/rabbitmq-server',
   ]);
@@ -366,11 +379,7 @@ export async function startRabbitMq(): Promise<BrokerServer> {
       : binary;
 
   const dir = await mkdtemp(join(tmpdir(), 'outbox-rabbit-'));
-  const [port, distPort, epmdPort] = [
-    await findFreePort(),
-    await findFreePort(),
-    await findFreePort(),
-  ];
+  const [port, distPort, epmdPort] = await findFreePorts(3);
   const nodeName = `outbox-${randomBytes(6).toString('hex')}@localhost`;
   const url = `amqp://guest:guest@127.0.0.1:${port}`;
 

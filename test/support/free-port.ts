@@ -17,3 +17,32 @@ export function findFreePort(): Promise<number> {
     });
   });
 }
+
+/**
+ * `count` distinct free ports: every probe is held open until all are assigned, so the kernel
+ * cannot hand the same port out twice (one just closed can come back at once).
+ */
+export async function findFreePorts(count: number): Promise<number[]> {
+  const probes = Array.from({ length: count }, () => createServer());
+  try {
+    return await Promise.all(
+      probes.map(
+        (probe) =>
+          new Promise<number>((resolve, reject) => {
+            probe.unref();
+            probe.once('error', reject);
+            probe.listen(0, '127.0.0.1', () => {
+              const address = probe.address();
+              const port = typeof address === 'object' && address !== null ? address.port : 0;
+              if (port > 0) resolve(port);
+              else reject(new Error('no port was assigned'));
+            });
+          }),
+      ),
+    );
+  } finally {
+    await Promise.all(
+      probes.map((probe) => new Promise<void>((resolve) => probe.close(() => resolve()))),
+    );
+  }
+}
