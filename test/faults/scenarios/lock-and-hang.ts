@@ -34,7 +34,12 @@ const DOCUMENTED_STOP_MS = GRACE_MS + 1000 + 100;
 /** What an orchestrator can live with: the whole process gone within the grace plus 2 s. */
 const EXIT_BOUND_MS = GRACE_MS + 2000;
 const EXIT_WAIT_MS = EXIT_BOUND_MS + 1500;
-/** A claim or a settle that failed because a statement ran out of time, on whichever side. */
+/**
+ * A claim or a settle that failed because a statement ran out of time, on whichever side.
+ * Counted once the worker drains again after the fault: the log line of a statement that timed
+ * out just before the fault ended may still be on its way then (a settle is reported when it is
+ * given up, near the end of a 5 s freeze).
+ */
 const TIMED_OUT =
   /(claim failed|settles keep failing): .*(timeout|no answer|no free pool connection|canceling statement)/i;
 
@@ -61,7 +66,9 @@ export const lockAndHang: Scenario = {
   title:
     'table lock held and a database that stops answering: timeouts, recovery, bounded shutdown',
   async run(ctx, outcome) {
-    const holdMs = ctx.quick ? 5000 : 8000;
+    // Long enough in quick runs too for a settle that hangs to be given up while the server is
+    // frozen (its lease is 4 s; each try waits out the 2 s client deadline).
+    const holdMs = 8000;
     const producer = await ctx.producer();
     const [observer, victim] = await Promise.all([
       ctx.worker('observer', { outbox: OUTBOX, handlerDelayMs: 5 }),
@@ -125,10 +132,11 @@ async function tableLock(
     await locker.end();
   }
   const unlockedAt = Date.now();
+  const resumeMs = await drainedAgainAfter(observer, unlockedAt);
   return {
     heldMs: unlockedAt - lockedAt,
     timeouts: observer.count(TIMED_OUT) - before,
-    resumeMs: await drainedAgainAfter(observer, unlockedAt),
+    resumeMs,
     health: await downThenUp(watch, lockedAt),
     stop,
     waiting,
@@ -158,10 +166,11 @@ async function frozenServer(
     ctx.server.resume();
   }
   const resumedAt = Date.now();
+  const resumeMs = await drainedAgainAfter(observer, resumedAt);
   return {
     heldMs: resumedAt - frozenAt,
     timeouts: observer.count(TIMED_OUT) - before,
-    resumeMs: await drainedAgainAfter(observer, resumedAt),
+    resumeMs,
     health: await downThenUp(watch, frozenAt),
     stop,
   };
@@ -191,10 +200,11 @@ async function silentPath(ctx: ScenarioContext, holdMs: number): Promise<Phase> 
     await sleep(holdMs);
     proxy.setMode('forward');
     const restoredAt = Date.now();
+    const resumeMs = await drainedAgainAfter(worker, restoredAt);
     return {
       heldMs: restoredAt - cutAt,
       timeouts: worker.count(TIMED_OUT) - before,
-      resumeMs: await drainedAgainAfter(worker, restoredAt),
+      resumeMs,
     };
   } finally {
     await proxy.close();
