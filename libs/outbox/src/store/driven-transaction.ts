@@ -66,19 +66,16 @@ export class DrivenTransaction {
   }
 
   /**
-   * Sends `script`, whose last statement is `COMMIT`; the rows of the statement before it. A
-   * statement that fails stops the script before the `COMMIT`: the transaction is still open,
-   * aborted, for `rollback`.
+   * Sends `script`, whose last statement is `COMMIT`. A statement that fails stops the script
+   * before the `COMMIT`: the transaction is still open, aborted, for `rollback`.
    */
-  async commit<R>(script: string): Promise<R[]> {
+  async commit(script: string): Promise<void> {
     const runner = this.runner;
     await runner.broadcaster.broadcast('BeforeTransactionCommit');
-    const results = await runner.databaseConnection!.query(script);
+    await runner.databaseConnection!.query(script);
     runner.isTransactionActive = false;
     runner.transactionDepth = 0;
     await runner.broadcaster.broadcast('AfterTransactionCommit');
-    const all = Array.isArray(results) ? results : [results];
-    return (all.at(-2) as { rows?: R[] } | undefined)?.rows ?? [];
   }
 
   /** Rolls the transaction back through TypeORM, when it is open on a connection still held. */

@@ -53,7 +53,8 @@ const DIVISION_BY_ZERO = '22012';
  * query (SET takes no parameters): the level is one of ISOLATION_LEVELS and the timeout an
  * integer, both checked here before they are written in.
  */
-function handlerTransactionSetup(isolationLevel: IsolationLevel, timeoutMs: number): string {
+function handlerTransactionSetup(isolationLevel: IsolationLevel, budgetMs: number): string {
+  const timeoutMs = Math.max(1, Math.ceil(budgetMs));
   if (!ISOLATION_LEVELS.includes(isolationLevel) || !Number.isSafeInteger(timeoutMs)) {
     throw new RangeError(`no handler transaction at ${isolationLevel}, ${timeoutMs} ms`);
   }
@@ -61,6 +62,11 @@ function handlerTransactionSetup(isolationLevel: IsolationLevel, timeoutMs: numb
   SELECT pg_backend_pid() AS pid,
          (extract(epoch FROM now()) * 1000000)::bigint::text AS started_us,
          set_config('statement_timeout', '${timeoutMs}', true) AS timeout`;
+}
+
+/** The setup's row: what `cancelBackend` needs to find the transaction. */
+function toBackendTransaction([row]: { pid: number; started_us: string }[]): BackendTransaction {
+  return { pid: row.pid, startedUs: row.started_us };
 }
 
 /**
@@ -126,15 +132,11 @@ export class HandlerTransactionStore extends ClientStore {
     budgetMs: number,
     isolationLevel: IsolationLevel,
   ): Promise<OutboxResult<BackendTransaction>> {
-    const setup = handlerTransactionSetup(isolationLevel, Math.max(1, Math.ceil(budgetMs)));
     return this.client.beginWith(
       'prepareHandlerTransaction',
       transaction,
-      `START TRANSACTION;\n${setup}`,
-      ([row]: { pid: number; started_us: string }[]) => ({
-        pid: row.pid,
-        startedUs: row.started_us,
-      }),
+      `START TRANSACTION;\n${handlerTransactionSetup(isolationLevel, budgetMs)}`,
+      toBackendTransaction,
     );
   }
 
@@ -151,11 +153,8 @@ export class HandlerTransactionStore extends ClientStore {
     return this.client.runScriptIn(
       'prepareHandlerTransaction',
       manager,
-      handlerTransactionSetup(isolationLevel, Math.max(1, Math.ceil(budgetMs))),
-      ([row]: { pid: number; started_us: string }[]) => ({
-        pid: row.pid,
-        startedUs: row.started_us,
-      }),
+      handlerTransactionSetup(isolationLevel, budgetMs),
+      toBackendTransaction,
     );
   }
 
