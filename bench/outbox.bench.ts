@@ -24,7 +24,8 @@
  *   blocked-claim  the live claim with 10,000 events behind 100 keys blocked by dead heads, vs
  *                  none: median and p95 time, rows and buffers read
  *   relay          the no-op backlog relayed to NATS JetStream and to RabbitMQ (delivered on
- *                  the broker's confirm) vs the no-op burn-down
+ *                  the broker's confirm) vs the no-op burn-down; each relay ordered over 1,000
+ *                  keys vs unordered
  *   inbox          messages waiting in each broker received into the outbox: messages/s
  *
  * BENCH_ONLY=name1,name2 runs a subset (`scrub` selects bench/scrub-error.bench.ts); the other

@@ -130,6 +130,12 @@ export function faultsConformance(driver: BrokerDriver): void {
       [emitted, driver.relayName],
     );
     expect(rows[0].n).toBe(0);
+    // The black hole lasts until the client has noticed it (its pings go unanswered), as one
+    // in production would: the local deliveries above no longer wait for the relay's timeouts.
+    const noticeBy = Date.now() + 30_000;
+    while (!states.has('reconnecting') && Date.now() < noticeBy) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
     proxy.setMode('forward');
     await waitForRows(t.sql, undelivered, 0, 60_000);
     stop();

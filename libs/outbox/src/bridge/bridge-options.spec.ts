@@ -62,6 +62,7 @@ it('refuses a relay or an inbox module without a working transport', () => {
         events: ['a'],
         transport: { kind: 'x' } as unknown as OutboxRelayTransport,
         closeTimeoutMs: 0,
+        maxInFlight: 2.5,
       }),
     ).map((p) => p.path),
   ).toEqual([
@@ -70,6 +71,7 @@ it('refuses a relay or an inbox module without a working transport', () => {
     'transport.close',
     'transport.status',
     'closeTimeoutMs',
+    'maxInFlight',
   ]);
   expect(
     problems(() =>

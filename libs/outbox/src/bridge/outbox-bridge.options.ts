@@ -15,6 +15,11 @@ export interface OutboxBridgeOptions extends Pick<
   transport: OutboxRelayTransport;
   /** Bound on closing the broker connection at shutdown; 5000 ms by default. */
   closeTimeoutMs?: number;
+  /**
+   * Messages sent and waiting for the broker's confirm at once; 1000 by default. A relay holds
+   * an engine slot only while it sends, so this, not `concurrency`, bounds its messages out.
+   */
+  maxInFlight?: number;
 }
 
 const TRANSPORT_METHODS = ['connect', 'publish', 'close', 'status'] as const;
@@ -40,13 +45,11 @@ export function assertBridgeOptions(options: OutboxBridgeOptions): void {
       }
     }
   }
-  const close = options?.closeTimeoutMs;
-  if (close !== undefined && (!Number.isInteger(close) || close < 1)) {
-    problems.push({
-      path: 'closeTimeoutMs',
-      value: close,
-      messages: ['must be an integer of at least 1'],
-    });
+  for (const path of ['closeTimeoutMs', 'maxInFlight'] as const) {
+    const value = options?.[path];
+    if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
+      problems.push({ path, value, messages: ['must be an integer of at least 1'] });
+    }
   }
   if (problems.length > 0) throw new InvalidOutboxOptionsError(problems);
 }

@@ -5,6 +5,11 @@ import type { OutboxEvent } from '../outbox-event.types';
 import type { OutboxRelayTransport } from './bridge.types';
 import type { OutboxBridgeOptions } from './outbox-bridge.options';
 import { relayMessage } from './relay-message';
+import { PublishWindow } from './publish-window';
+import { releaseSlot } from '../handlers/slot-release';
+
+/** Publishes of one relay waiting for their confirm at once, unless `maxInFlight` says otherwise. */
+export const DEFAULT_MAX_IN_FLIGHT = 1000;
 
 /** A relay as the app holds it: its transport, connected at boot and closed at shutdown. */
 export interface OutboxRelay extends OnModuleInit, OnApplicationShutdown {
@@ -20,6 +25,7 @@ export interface OutboxRelay extends OnModuleInit, OnApplicationShutdown {
  */
 export function relayClass(options: OutboxBridgeOptions): new () => OutboxRelay {
   const { name, transport, closeTimeoutMs = 5000 } = options;
+  const window = new PublishWindow(options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT);
 
   class Relay implements OutboxRelay {
     private readonly logger = new Logger('OutboxBridge');
@@ -35,8 +41,20 @@ export function relayClass(options: OutboxBridgeOptions): new () => OutboxRelay 
       this.logger.log(`Relay "${name}" closed its ${transport.kind} connection`);
     }
 
+    /**
+     * Sends the event and gives its slot back while the broker's confirm is on its way, so the
+     * slots keep sending: the confirms of up to `maxInFlight` messages are awaited together.
+     * The event is still delivered only on its own confirm.
+     */
     async relay(event: OutboxEvent, context: HandlerContext): Promise<void> {
-      await transport.publish(relayMessage(event), context.signal);
+      await window.enter(context.signal);
+      try {
+        const confirmed = transport.publish(relayMessage(event), context.signal);
+        releaseSlot(context);
+        await confirmed;
+      } finally {
+        window.leave();
+      }
     }
   }
 

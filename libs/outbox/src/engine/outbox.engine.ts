@@ -141,7 +141,7 @@ export class OutboxEngine
         listener: this.listenerState,
         types: options.types ?? null,
         concurrency: options.concurrency,
-        inFlight: this.executor.active,
+        inFlight: this.executor.inFlight,
         startedAt: this.startedAt ?? new Date(),
         lastClaimAt: this.producer.lastClaimAt,
       }),

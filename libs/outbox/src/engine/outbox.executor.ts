@@ -26,10 +26,13 @@ export type ExecutionResult = { settle: Settle; result: SettleResult } | 'abando
  * handlers at once and hands the outcome to the completer as soon as they have ended or spent
  * their budget. Each event holds one slot until its handlers have really returned: a handler
  * past its budget that ignores its AbortSignal is `overdue` and keeps its slot, so the engine
- * never runs more than its slots, however a downstream hangs.
+ * never runs more than its slots, however a downstream hangs. A handler whose remaining work is
+ * a wait it bounds itself (a relay waiting for confirms) may give the slot back earlier.
  */
 export class OutboxExecutor {
   private busy = 0;
+  /** Events whose handlers gave their slot back (see `releaseSlot`) and still run. */
+  private waiting = 0;
   /** Each overdue event's run, and since when (`performance.now()`) it has been overdue. */
   private readonly late = new Map<object, number>();
   /** Per-key ordering within a claim: the one seam the executor has with it. */
@@ -45,9 +48,14 @@ export class OutboxExecutor {
     private readonly onSlotFree: () => void = () => undefined,
   ) {}
 
-  /** Events whose handlers are running, overdue ones included. */
+  /** Events holding a slot: their handlers are running, overdue ones included. */
   get active(): number {
     return this.busy;
+  }
+
+  /** Events whose handlers run, holding a slot or not (a relay waiting for confirms). */
+  get inFlight(): number {
+    return this.busy + this.waiting;
   }
 
   /** Events with a handler past its budget that has not returned yet. */
@@ -133,17 +141,23 @@ export class OutboxExecutor {
       handlerAttempts: handlerAttempts(record),
       signal: abandon,
     });
-    let ended = false;
+    let released = false;
     const token = {};
-    void run.ended.then(() => {
-      ended = true;
-      this.late.delete(token);
-      this.busy--;
-      if (this.busy === 0) for (const wake of this.idleWaiters) wake();
-      this.onSlotFree();
-    });
+    void run.released
+      .then(() => {
+        released = true;
+        this.late.delete(token);
+        this.busy--;
+        this.waiting++;
+        this.onSlotFree();
+        return run.ended;
+      })
+      .then(() => {
+        this.waiting--;
+        if (this.busy + this.waiting === 0) for (const wake of this.idleWaiters) wake();
+      });
     return run.outcomes.then((outcomes) => {
-      if (!ended && outcomes.some((o) => !o.ok && o.timedOut))
+      if (!released && outcomes.some((o) => !o.ok && o.timedOut))
         this.late.set(token, performance.now());
       const settle = planSettle(record, handlers, outcomes, Date.now() - lease.sentAt);
       // Handlers cut short by a shutdown did not fail: the event keeps its lease and is claimed
@@ -169,9 +183,9 @@ export class OutboxExecutor {
     });
   }
 
-  /** Resolves once no event holds a slot. */
+  /** Resolves once no event holds a slot and no handler that gave its slot back still runs. */
   whenIdle(): Promise<void> {
-    if (this.busy === 0) return Promise.resolve();
+    if (this.busy + this.waiting === 0) return Promise.resolve();
     return new Promise((resolve) => {
       const wake = () => {
         this.idleWaiters.delete(wake);

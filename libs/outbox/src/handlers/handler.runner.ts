@@ -4,7 +4,8 @@ import { OutboxTelemetry } from '../telemetry/outbox.telemetry';
 import { OutboxMessages } from '../outbox.messages';
 import { InvalidOutboxHandlerTransactionError } from '../outbox.errors';
 import type { OutboxEvent } from '../outbox-event.types';
-import type { HandlerContext, HandlerOutcome } from './outbox-handler.types';
+import type { HandlerOutcome } from './outbox-handler.types';
+import { RELEASE_SLOT, type SlotReleasingContext } from './slot-release';
 import type { RegisteredHandler } from './registered-handler';
 import { LazyAbort } from './lazy-abort';
 import { raceHandler } from './handler-race';
@@ -15,6 +16,11 @@ export interface HandlerRun {
   outcomes: Promise<HandlerOutcome[]>;
   /** Every handler has really returned (or thrown), budget or not. */
   ended: Promise<void>;
+  /**
+   * Every handler has returned or given its slot back (see `releaseSlot`): the event's slot is
+   * free. Never later than `ended`.
+   */
+  released: Promise<void>;
 }
 
 export interface DeliverOptions {
@@ -29,6 +35,7 @@ export interface DeliverOptions {
 interface OneRun {
   outcome: Promise<HandlerOutcome>;
   ended: Promise<void>;
+  released: Promise<void>;
 }
 
 /**
@@ -63,6 +70,7 @@ export class HandlerRunner {
     return {
       outcomes: Promise.all(runs.map((r) => r.outcome)),
       ended: Promise.all(runs.map((r) => r.ended)).then(() => undefined),
+      released: Promise.all(runs.map((r) => r.released)).then(() => undefined),
     };
   }
 
@@ -76,7 +84,9 @@ export class HandlerRunner {
   private run(handler: RegisteredHandler, event: OutboxEvent, options: DeliverOptions): OneRun {
     // One abort per run: the budget timer and the engine's abandon both fire it.
     const abort = new LazyAbort();
-    const context: HandlerContext = {
+    let release = (): void => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const context: SlotReleasingContext = {
       handlerName: handler.name,
       attempt: options.attempt,
       handlerAttempt:
@@ -87,6 +97,7 @@ export class HandlerRunner {
         return abort.signal;
       },
       idempotencyKey: `${handler.name}:${event.id}`,
+      [RELEASE_SLOT]: () => release(),
     };
     const telemetry = this.telemetry.handlerRun(event, handler.name, context.handlerAttempt);
     if (!handler.isolationLevel) {
@@ -98,9 +109,10 @@ export class HandlerRunner {
         () => undefined,
         () => undefined,
       );
+      void ended.then(release);
       const raced = raceHandler(handler.name, handler.budgetMs, running, abort, options.signal);
       void raced.then((outcome) => telemetry.end(outcome));
-      return { outcome: raced, ended };
+      return { outcome: raced, ended, released };
     }
     if (!this.transactions) {
       // Registered through OutboxModule, a runner always has its transactions: this is a runner
@@ -113,7 +125,11 @@ export class HandlerRunner {
       );
       const outcome = { handlerName: handler.name, ok: false as const, error, timedOut: false };
       telemetry.end(outcome);
-      return { outcome: Promise.resolve(outcome), ended: Promise.resolve() };
+      return {
+        outcome: Promise.resolve(outcome),
+        ended: Promise.resolve(),
+        released: Promise.resolve(),
+      };
     }
     const { committed, ended } = this.transactions.run({
       event,
@@ -137,6 +153,7 @@ export class HandlerRunner {
           ),
     );
     void outcome.then((result) => telemetry.end(result));
-    return { outcome, ended };
+    void ended.then(release);
+    return { outcome, ended, released };
   }
 }

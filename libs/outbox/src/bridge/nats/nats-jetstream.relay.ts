@@ -1,8 +1,8 @@
 import type { OutboxEvent } from '../../outbox-event.types';
 import type { OutboxRelayMessage, OutboxRelayTransport } from '../bridge.types';
-import { abortable } from '../abortable';
+import { JetStreamPublisher } from './jetstream-publisher';
 import { TransportOptionsCheck, type BrokerConnectionOptions } from '../transport-options';
-import { loadNats, natsLink, serverLabel, type JetStreamClient } from './nats.client';
+import { loadNats, natsLink, serverLabel, type NatsConnection } from './nats.client';
 
 export interface NatsJetStreamRelayOptions extends BrokerConnectionOptions {
   /** `nats://host:4222`, or several for a cluster. */
@@ -38,39 +38,24 @@ export function natsJetStream(options: NatsJetStreamRelayOptions): OutboxRelayTr
   const connection = natsLink(nats, label, options.servers, options.connection ?? {}, link);
   const subjectOf = options.subject ?? ((event: OutboxEvent) => `outbox.${event.type}`);
   const timeout = options.publishTimeoutMs ?? 5000;
-  // One JetStream context per client: the link replaces the client after it closes for good.
-  const contexts = new WeakMap<object, JetStreamClient>();
+  // One publisher per client: the link replaces the client after it closes for good.
+  const publishers = new WeakMap<NatsConnection, JetStreamPublisher>();
 
   return {
     kind: 'nats-jetstream',
     connect: () => connection.connect(),
     status: () => connection.status(),
     close: (timeoutMs) => connection.close(timeoutMs),
-    async publish({ event, headers, body }: OutboxRelayMessage, signal: AbortSignal) {
+    publish({ event, headers, body }: OutboxRelayMessage, signal: AbortSignal) {
       const client = connection.require();
+      let publisher = publishers.get(client);
+      if (!publisher) {
+        publisher = new JetStreamPublisher(client, nats.core.createInbox(), timeout);
+        publishers.set(client, publisher);
+      }
       const natsHeaders = nats.core.headers();
-      for (const [name, value] of Object.entries(headers)) natsHeaders.set(name, value);
-      let js = contexts.get(client);
-      if (!js) contexts.set(client, (js = nats.jetstream.jetstream(client, { timeout })));
-      const subject = subjectOf(event);
-      await abortable(
-        js.publish(subject, body, { msgID: event.id, headers: natsHeaders, timeout }),
-        signal,
-      ).catch((error: unknown) => {
-        throw noStreamFor(subject, error) ?? error;
-      });
+      for (const name in headers) natsHeaders.set(name, headers[name]);
+      return publisher.publish(subjectOf(event), body, event.id, natsHeaders, signal);
     },
   };
-}
-
-/**
- * A publish nobody answers means no stream holds the subject; the client reports that as
- * "jetstream is not enabled", which sends the reader of `last_error` the wrong way.
- */
-function noStreamFor(subject: string, error: unknown): Error | undefined {
-  const name = (error as { name?: unknown })?.name;
-  if (name !== 'JetStreamNotEnabled' && name !== 'NoRespondersError') return undefined;
-  return new Error(`no JetStream stream holds the subject "${subject}" (no responders)`, {
-    cause: error,
-  });
 }
