@@ -4,8 +4,8 @@ import { connect as natsConnect } from '@nats-io/transport-node';
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 
-/** Unacked messages at most, as the inboxes take by default. */
-const PREFETCH = 100;
+/** Unacked messages at most, as the inboxes take by default (their `prefetch`). */
+const PREFETCH = 500;
 const TIMEOUT_MS = 180_000;
 
 /**

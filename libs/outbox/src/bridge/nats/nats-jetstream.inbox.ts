@@ -25,8 +25,10 @@ export interface NatsJetStreamInboxOptions extends BrokerConnectionOptions {
   /** Only for a consumer the inbox creates: how long a message may go unacked; 30 s by default. */
   ackWaitMs?: number;
   /**
-   * Messages taken from the stream and not yet acked, at most; 100 by default. A consumer the
-   * inbox creates gets it as its `max_ack_pending`; give an existing consumer the same bound.
+   * Messages taken from the stream and not yet acked, at most; 500 by default. A batch stored in
+   * one transaction takes at most half of them, so the other half arrives meanwhile. A consumer
+   * the inbox creates gets it as its `max_ack_pending`; give an existing consumer the same bound.
+   * What the inbox may hold in memory is `prefetch` × the largest message.
    */
   prefetch?: number;
   /**
@@ -88,7 +90,7 @@ class NatsInbox implements OutboxInboxTransport {
       options.connection ?? {},
       linkOptions,
     );
-    this.prefetch = options.prefetch ?? 100;
+    this.prefetch = options.prefetch ?? 500;
   }
 
   connect(): Promise<void> {
@@ -183,7 +185,8 @@ class NatsInbox implements OutboxInboxTransport {
     const keepAlive = setInterval(() => this.pending.forEach(quietly('working')), KEEP_ALIVE_MS);
     try {
       while (this.pending.length > 0 && !this.stopping && this.receive) {
-        const batch = this.pending.splice(0, this.prefetch);
+        // Half the prefetch: the server sends the other half while this half is stored.
+        const batch = this.pending.splice(0, Math.ceil(this.prefetch / 2));
         await this.receive(batch.map((m) => this.delivery(m)));
       }
     } finally {
@@ -208,9 +211,10 @@ class NatsInbox implements OutboxInboxTransport {
         source: m.subject,
         deliveryCount: m.info.deliveryCount,
       },
-      ack: async () => {
-        await m.ackAck({ timeout: 5000 });
-      },
+      // A plain ack, not one the server confirms: waiting a round trip for that confirm held
+      // the next batch back, and an ack that is lost only means the message comes again, which
+      // its id makes a duplicate the outbox drops (as a confirm that never came would).
+      ack: () => Promise.resolve(quietly('ack')(m)),
       // These throw at once on a connection that closed; the server hands the message over
       // again after its ack wait anyway.
       retryLater: (delayMs) => Promise.resolve(quietly('nak', delayMs)(m)),
@@ -239,7 +243,7 @@ class NatsInbox implements OutboxInboxTransport {
 }
 
 /** One of a message's calls that need a live connection, with its failure ignored. */
-function quietly<K extends 'nak' | 'working' | 'term'>(
+function quietly<K extends 'ack' | 'nak' | 'working' | 'term'>(
   call: K,
   ...args: Parameters<JsMessage[K]>
 ): (m: JsMessage) => void {

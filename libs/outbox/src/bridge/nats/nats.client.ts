@@ -44,7 +44,7 @@ export interface JsMessage {
   subject: string;
   seq: number;
   info: { deliveryCount: number };
-  ackAck(options?: { timeout?: number }): Promise<boolean>;
+  ack(): void;
   nak(delayMs?: number): void;
   working(): void;
   term(reason?: string): void;

@@ -22,7 +22,11 @@ export interface RabbitMqInboxOptions extends BrokerConnectionOptions {
   url: string;
   /** The queue consumed; it must exist (the inbox declares nothing). */
   queue: string;
-  /** Unacked messages at most, which is also the largest batch; 100 by default. */
+  /**
+   * Unacked messages at most; 500 by default. A batch stored in one transaction takes at most
+   * half of them, so the other half arrives meanwhile. What the inbox may hold in memory is
+   * `prefetch` × the largest message.
+   */
   prefetch?: number;
   /**
    * Where `reject` sends a message: a copy with an `x-outbox-reject-reason` header is published
@@ -55,7 +59,7 @@ export function rabbitMqInbox(options: RabbitMqInboxOptions): OutboxInboxTranspo
   finishCheck(check, [...urlProblem(options.url), ...deadLetterProblems(options)]);
   const amqp = loadAmqp();
   const { url, queue, deadLetter } = options;
-  const prefetch = options.prefetch ?? 100;
+  const prefetch = options.prefetch ?? 500;
   const label = `RabbitMQ inbox "${queue}" (${serverLabel(url)})`;
   const logger = new Logger('OutboxBridge');
 
@@ -95,7 +99,8 @@ export function rabbitMqInbox(options: RabbitMqInboxOptions): OutboxInboxTranspo
       pumpScheduled = false;
       const receiver = receive;
       if (running || closing || !receiver || buffer.length === 0) return;
-      const batch = buffer.splice(0, prefetch).map((entry) => entry.delivery);
+      // Half the prefetch: the broker sends the other half while this half is stored.
+      const batch = buffer.splice(0, Math.ceil(prefetch / 2)).map((entry) => entry.delivery);
       // Through an async function, so a receiver that throws at once is caught like one that rejects.
       running = (async () => receiver(batch))()
         .catch((error: unknown) => {
