@@ -5,7 +5,7 @@ import type { OutboxEvent } from '../outbox-event.types';
 import type { OutboxRelayTransport } from './bridge.types';
 import type { OutboxBridgeOptions } from './outbox-bridge.options';
 import { relayMessage } from './relay-message';
-import { PublishWindow } from './publish-window';
+import { AbortableSemaphore } from '../common/abortable-semaphore.util';
 import { releaseSlot } from '../handlers/slot-release';
 
 /** Publishes of one relay waiting for their confirm at once, unless `maxInFlight` says otherwise. */
@@ -25,7 +25,9 @@ export interface OutboxRelay extends OnModuleInit, OnApplicationShutdown {
  */
 export function relayClass(options: OutboxBridgeOptions): new () => OutboxRelay {
   const { name, transport, closeTimeoutMs = 5000 } = options;
-  const window = new PublishWindow(options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT);
+  // Bounds the messages awaiting their confirm: a publish that finds it full waits for room
+  // holding its slot, which stops the engine from claiming more than the relay can send.
+  const inFlight = new AbortableSemaphore(options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT);
 
   class Relay implements OutboxRelay {
     private readonly logger = new Logger('OutboxBridge');
@@ -47,13 +49,13 @@ export function relayClass(options: OutboxBridgeOptions): new () => OutboxRelay 
      * The event is still delivered only on its own confirm.
      */
     async relay(event: OutboxEvent, context: HandlerContext): Promise<void> {
-      await window.enter(context.signal);
+      const leave = await inFlight.acquire(context.signal);
       try {
         const confirmed = transport.publish(relayMessage(event), context.signal);
         releaseSlot(context);
         await confirmed;
       } finally {
-        window.leave();
+        leave();
       }
     }
   }

@@ -18,7 +18,7 @@ import { HandlerTransactionStore } from '../store/handler-transaction.store';
 import { type BackendTransaction } from '../store/handler-transaction.store';
 import { DrivenTransaction } from '../store/driven-transaction';
 import type { OutboxResult } from '../store/outbox.result';
-import { TransactionSlots } from './transaction-slots.util';
+import { AbortableSemaphore } from '../common/abortable-semaphore.util';
 import { OUTBOX_DATA_SOURCE } from '../outbox.tokens';
 
 /** One run of a transactional handler, as the engine sees it. */
@@ -59,7 +59,7 @@ class ForeignAmbientTransaction extends Error {}
 export class HandlerTransactions implements OnModuleInit {
   private readonly logger = new Logger('Outbox');
   private ambient: AmbientTransactions | undefined;
-  private slots = new TransactionSlots(1);
+  private slots = new AbortableSemaphore(1);
 
   constructor(
     @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
@@ -71,7 +71,7 @@ export class HandlerTransactions implements OnModuleInit {
   onModuleInit(): void {
     this.ambient = findAmbientTransactions(this.moduleRef);
     const poolSize = poolSizeOf(this.dataSource);
-    this.slots = new TransactionSlots(Math.max(1, poolSize - RESERVED_CONNECTIONS));
+    this.slots = new AbortableSemaphore(Math.max(1, poolSize - RESERVED_CONNECTIONS));
   }
 
   run(request: HandlerTransactionRequest): HandlerTransactionRun {

@@ -1,8 +1,8 @@
-import { TransactionSlots } from './transaction-slots.util';
+import { AbortableSemaphore } from './abortable-semaphore.util';
 
-describe('TransactionSlots', () => {
+describe('AbortableSemaphore', () => {
   it('grants at most its size at once, then the waiters in order as slots are released', async () => {
-    const slots = new TransactionSlots(2);
+    const slots = new AbortableSemaphore(2);
     const never = new AbortController().signal;
     const first = await slots.acquire(never);
     const second = await slots.acquire(never);
@@ -24,7 +24,7 @@ describe('TransactionSlots', () => {
   });
 
   it('gives up waiting when the signal aborts, and leaves the slot to the next waiter', async () => {
-    const slots = new TransactionSlots(1);
+    const slots = new AbortableSemaphore(1);
     const held = await slots.acquire(new AbortController().signal);
     const budget = new AbortController();
     const waiting = slots.acquire(budget.signal);

@@ -1,9 +1,10 @@
 /**
- * A counting semaphore for handler transactions: each holds a pool connection for its whole
- * run, so without a bound, events with several transactional handlers could take every
- * connection of the pool and leave none for the claims and settles that free them.
+ * A counting semaphore whose waits end with their signal: what bounds the handler transactions
+ * (each holds a pool connection for its whole run, so without a bound, events with several
+ * transactional handlers could take every connection and leave none for the claims and settles
+ * that free them) and a relay's messages awaiting their confirm.
  */
-export class TransactionSlots {
+export class AbortableSemaphore {
   private free: number;
   private readonly waiting: Array<() => void> = [];
 
@@ -12,7 +13,7 @@ export class TransactionSlots {
   }
 
   /**
-   * Resolves with a release function once a slot is free; rejects with the signal's reason if
+   * Resolves with a release function once a place is free; rejects with the signal's reason if
    * it aborts first (a handler's budget keeps running while it waits).
    */
   acquire(signal: AbortSignal): Promise<() => void> {
