@@ -7,6 +7,8 @@ import {
   countDelivered,
   insertEvents,
   waitUntilSettled,
+  walBytesSince,
+  walPosition,
   withFreshDatabase,
 } from '../support/database';
 import { count, note, times } from '../support/report';
@@ -15,6 +17,11 @@ import { referenceBurnDown } from '../support/reference-relay';
 import type { Scenario } from './scenario';
 
 const TIMEOUT_MS = 120_000;
+
+/** WAL bytes per event of a run over EVENTS events, whole. */
+function walPerEvent(bytes: number): string {
+  return count(bytes / EVENTS);
+}
 
 /** The same EVENTS rows, freshly written and vacuumed, for each relay to drain. */
 async function loadBacklog(sql: Client): Promise<void> {
@@ -37,24 +44,33 @@ export const burndown: Scenario = {
       const app = await createOutboxApp(db.url, { handler: 'noop', autoStart: false });
       let module: number;
       let delivered: number;
+      let moduleWal: number;
       try {
+        const wal = await walPosition(db.sql);
         const started = performance.now();
         await app.get(OutboxEngine).start();
         const settled = await waitUntilSettled(db.sql, TIMEOUT_MS);
         const seconds = (performance.now() - started) / 1000;
         delivered = settled ? EVENTS : await countDelivered(db.sql);
         module = delivered / seconds;
+        moduleWal = await walBytesSince(db.sql, wal);
       } finally {
         await app.close();
       }
       note(
         `module: ${count(module)} events/s (${count(delivered)} delivered` +
-          `${delivered < EVENTS ? `, not all within ${TIMEOUT_MS / 1000} s` : ''})`,
+          `${delivered < EVENTS ? `, not all within ${TIMEOUT_MS / 1000} s` : ''}), ` +
+          `${walPerEvent(moduleWal)} WAL bytes per event`,
       );
 
       await loadBacklog(db.sql);
+      const referenceWal = await walPosition(db.sql);
       const reference = await referenceBurnDown(db.url);
-      note(`reference: ${count(reference.rate)} events/s (${count(reference.events)} delivered)`);
+      const referenceBytes = await walBytesSince(db.sql, referenceWal);
+      note(
+        `reference: ${count(reference.rate)} events/s (${count(reference.events)} delivered), ` +
+          `${walPerEvent(referenceBytes)} WAL bytes per event`,
+      );
       const figures = [
         {
           figure: 'no-op burn-down vs reference relay',
@@ -68,9 +84,17 @@ export const burndown: Scenario = {
       }
       await db.sql.query('TRUNCATE outbox_event');
       const graphile = await graphileWorkerBurnDown(db.url, db.sql, EVENTS);
-      note(`graphile-worker: ${count(graphile.rate)} events/s (local queue, batched completion)`);
+      note(
+        `graphile-worker: ${count(graphile.rate)} events/s (local queue, batched completion), ` +
+          `${walPerEvent(graphile.walBytes)} WAL bytes per event`,
+      );
       return [
         ...figures,
+        {
+          figure: 'WAL bytes per event: module / reference / graphile-worker',
+          value: [moduleWal, referenceBytes, graphile.walBytes].map(walPerEvent).join(' / '),
+          target: 'report',
+        },
         {
           figure: 'no-op burn-down vs graphile-worker',
           value: `${count(module)} vs ${count(graphile.rate)} events/s = ${times(module / graphile.rate)}`,

@@ -180,3 +180,23 @@ export async function countDelivered(sql: Client): Promise<number> {
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+/** The server's WAL insert position now: give it to `walBytesSince` after a run. */
+export async function walPosition(sql: Client): Promise<string> {
+  const { rows } = await sql.query<{ lsn: string }>(
+    'SELECT pg_current_wal_insert_lsn()::text AS lsn',
+  );
+  return rows[0].lsn;
+}
+
+/**
+ * WAL bytes written since `position` (every database of the server, so measure with nothing
+ * else running): what a run cost the database in writes, rows and index entries together.
+ */
+export async function walBytesSince(sql: Client, position: string): Promise<number> {
+  const { rows } = await sql.query<{ bytes: string }>(
+    'SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::bigint::text AS bytes',
+    [position],
+  );
+  return Number(rows[0].bytes);
+}

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Client } from 'pg';
-import { sleep } from './database';
+import { sleep, walBytesSince, walPosition } from './database';
 
 /** graphile-worker's own settings for the comparison: its local queue and batched completion. */
 const CONCURRENCY = 20;
@@ -22,7 +22,7 @@ export async function graphileWorkerBurnDown(
   url: string,
   sql: Client,
   events: number,
-): Promise<{ events: number; rate: number }> {
+): Promise<{ events: number; rate: number; walBytes: number }> {
   const { Logger, makeWorkerUtils, run } = await import('graphile-worker');
   const silent = new Logger(() => () => undefined);
   const utils = await makeWorkerUtils({ connectionString: url, logger: silent });
@@ -38,6 +38,7 @@ export async function graphileWorkerBurnDown(
     await utils.release();
   }
   await sql.query('VACUUM ANALYZE graphile_worker._private_jobs');
+  const wal = await walPosition(sql);
   const started = performance.now();
   const runner = await run({
     connectionString: url,
@@ -64,7 +65,8 @@ export async function graphileWorkerBurnDown(
       if (performance.now() > deadline) throw new Error(`${rows[0].n} jobs left after 120 s`);
       await sleep(10);
     }
-    return { events, rate: events / ((performance.now() - started) / 1000) };
+    const rate = events / ((performance.now() - started) / 1000);
+    return { events, rate, walBytes: await walBytesSince(sql, wal) };
   } finally {
     await runner.stop();
   }
