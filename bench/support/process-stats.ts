@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import type { Client } from 'pg';
 import { HARNESS_APPLICATION } from './database';
 
@@ -24,6 +24,28 @@ export function processCpuSeconds(pid: number): number | undefined {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // Fields 14 (utime) and 15 (stime), counted from 1 with the pid; here from field 3.
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+}
+
+/**
+ * User + system CPU seconds so far of every live process in process group `group` (a broker
+ * and its children), from /proc/<pid>/stat; what exited meanwhile is not counted.
+ */
+export function processGroupCpuSeconds(group: number): number {
+  let seconds = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue;
+    }
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // Field 5 (pgrp), counted from 1 with the pid; here from field 3.
+    if (Number(fields[2]) !== group) continue;
+    seconds += (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  }
+  return seconds;
 }
 
 /** Resident set size of a process in bytes, from /proc/<pid>/status; undefined if gone. */

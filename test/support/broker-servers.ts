@@ -32,6 +32,8 @@ export interface BrokerServer {
   kill(): Promise<void>;
   /** Stops it and deletes its directory; the server is unusable afterwards. */
   remove(): Promise<void>;
+  /** The process group of the running broker (its every process), for CPU accounting. */
+  readonly processGroup: number | undefined;
 }
 
 const INSTALL_HINT = 'bash .ci/install-brokers.sh installs nats-server and rabbitmq-server';
@@ -189,6 +191,10 @@ class ManagedBroker implements BrokerServer {
   ) {
     liveDirs.add(dir);
     installExitHook();
+  }
+
+  get processGroup(): number | undefined {
+    return this.child?.pid;
   }
 
   async start(): Promise<void> {
