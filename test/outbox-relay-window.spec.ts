@@ -13,7 +13,7 @@ import { useTestDatabase } from './support/test-database';
  * A broker the test answers by hand: each publish waits until the test confirms or refuses it.
  * What is claimed is the engine's: slots, the window, settles on a real PostgreSQL.
  */
-function heldBroker() {
+function heldBroker({ saysSent = true } = {}) {
   const sent: Array<{ id: string; confirm(): void; refuse(error: Error): void }> = [];
   const transport: OutboxRelayTransport = {
     kind: 'held',
@@ -25,9 +25,10 @@ function heldBroker() {
       since: new Date(0).toISOString(),
       lastError: null,
     }),
-    publish: (message: OutboxRelayMessage) =>
+    publish: (message: OutboxRelayMessage, _signal: AbortSignal, written?: () => void) =>
       new Promise<void>((resolve, reject) => {
         sent.push({ id: message.event.id, confirm: resolve, refuse: reject });
+        if (saysSent) written?.();
       }),
   };
   return { transport, sent };
@@ -66,18 +67,26 @@ describe('a relay sends past its slots, up to its window, and delivers on each c
       )
     ).rows[0].n;
 
+  const emitInvoices = (app: INestApplication, n: number) =>
+    emitEachCommitted(
+      app,
+      Array.from({ length: n }, () => invoicePaid()),
+    );
+
+  /** `n` messages out, and still `n` a while later: the relay sends no more until a confirm. */
+  async function expectOutAtOnce(broker: ReturnType<typeof heldBroker>, n: number) {
+    await eventually(`${n} messages out`, () => broker.sent.length === n);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(broker.sent).toHaveLength(n);
+  }
+
   it('has more messages out than slots, never more than maxInFlight, and none delivered before its confirm', async () => {
     const broker = heldBroker();
     const started = await relayApp(broker, 5);
-    const ids = await emitEachCommitted(
-      started,
-      Array.from({ length: 8 }, () => invoicePaid()),
-    );
+    const ids = await emitInvoices(started, 8);
 
     // Two slots, five messages out: the slots went back once each message was sent.
-    await eventually('five messages out', () => broker.sent.length === 5);
-    await new Promise((resolve) => setTimeout(resolve, 400));
-    expect(broker.sent).toHaveLength(5);
+    await expectOutAtOnce(broker, 5);
     expect(started.get(OutboxEngine).slots.busy).toBeLessThanOrEqual(2);
     expect(await dispatched(ids)).toBe(0);
 
@@ -93,6 +102,18 @@ describe('a relay sends past its slots, up to its window, and delivers on each c
       [refused],
     );
     expect(rows[0]).toEqual({ dispatched_at: null, failed: true });
+  });
+
+  it('keeps the slot until the confirm with a transport that never says a message is sent', async () => {
+    const broker = heldBroker({ saysSent: false });
+    const started = await relayApp(broker, 5);
+    const ids = await emitInvoices(started, 4);
+
+    await expectOutAtOnce(broker, 2);
+    for (const message of broker.sent.slice(0, 2)) message.confirm();
+    await eventually('the other two sent', () => broker.sent.length === 4);
+    for (const message of broker.sent.slice(2)) message.confirm();
+    await eventually('four delivered', async () => (await dispatched(ids)) === 4);
   });
 
   it('waits at shutdown for the confirms of the messages it has out', async () => {

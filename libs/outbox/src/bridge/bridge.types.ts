@@ -39,8 +39,13 @@ export interface OutboxRelayTransport {
    * publishes fail (so events retry) until it is.
    */
   connect(): Promise<void>;
-  /** Sends one message and waits for the broker's confirm, within `signal`. */
-  publish(message: OutboxRelayMessage, signal: AbortSignal): Promise<void>;
+  /**
+   * Sends one message and waits for the broker's confirm, within `signal`. Call `sent` once the
+   * message is written to the connection (before the confirm comes back): the relay then gives
+   * its engine slot back and awaits the confirm among its `maxInFlight`. A transport that never
+   * calls it keeps the slot until the confirm, as every handler does.
+   */
+  publish(message: OutboxRelayMessage, signal: AbortSignal, sent?: () => void): Promise<void>;
   /** Closes the connection, giving up after `timeoutMs`. */
   close(timeoutMs: number): Promise<void>;
   status(): BrokerConnectionStatus;

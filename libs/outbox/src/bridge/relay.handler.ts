@@ -7,6 +7,7 @@ import type { OutboxBridgeOptions } from './outbox-bridge.options';
 import { relayMessage } from './relay-message';
 import { AbortableSemaphore } from '../common/abortable-semaphore.util';
 import { releaseSlot } from '../handlers/slot-release';
+import { abortable } from './abortable';
 
 /** Publishes of one relay waiting for their confirm at once, unless `maxInFlight` says otherwise. */
 export const DEFAULT_MAX_IN_FLIGHT = 1000;
@@ -44,16 +45,19 @@ export function relayClass(options: OutboxBridgeOptions): new () => OutboxRelay 
     }
 
     /**
-     * Sends the event and gives its slot back while the broker's confirm is on its way, so the
-     * slots keep sending: the confirms of up to `maxInFlight` messages are awaited together.
-     * The event is still delivered only on its own confirm.
+     * Sends the event and, once the transport says the message is written, gives its slot back
+     * while the broker's confirm is on its way, so the slots keep sending: the confirms of up to
+     * `maxInFlight` messages are awaited together. The event is still delivered only on its own
+     * confirm, and the wait ends with the handler's budget even if a transport ignores its
+     * signal, so the place in `maxInFlight` always comes back.
      */
     async relay(event: OutboxEvent, context: HandlerContext): Promise<void> {
       const leave = await inFlight.acquire(context.signal);
       try {
-        const confirmed = transport.publish(relayMessage(event), context.signal);
-        releaseSlot(context);
-        await confirmed;
+        await abortable(
+          transport.publish(relayMessage(event), context.signal, () => releaseSlot(context)),
+          context.signal,
+        );
       } finally {
         leave();
       }

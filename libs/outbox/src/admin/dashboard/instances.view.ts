@@ -10,7 +10,8 @@ const COLUMNS: readonly Column<OutboxInstanceInfo>[] = [
     cell: (d) => (d.reporting ? d.state : html`<b>silent</b> (last: ${d.state})`),
   },
   { header: 'listener', cell: (d) => d.listener },
-  { header: 'in flight', cell: (d) => `${d.inFlight} / ${d.concurrency}`, numeric: true },
+  // Events a relay awaits confirms for count too, so in flight may exceed the slots.
+  { header: 'in flight', cell: (d) => `${d.inFlight} (${d.concurrency} slots)`, numeric: true },
   { header: 'types', cell: (d) => (d.types ? d.types.join(', ') : 'all') },
   { header: 'started', cell: (d) => time(d.startedAt) },
   { header: 'last claim', cell: (d) => time(d.lastClaimAt) },

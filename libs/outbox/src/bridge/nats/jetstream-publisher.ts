@@ -22,7 +22,9 @@ const MSG_ID_HEADER = 'Nats-Msg-Id';
 export class JetStreamPublisher {
   private readonly awaited = new Map<string, AwaitedAck>();
   private readonly prefix: string;
-  private sent = 0;
+  private count = 0;
+  /** Why the reply subscription ended (a permissions violation, the client closing), if it did. */
+  private ended: Error | undefined;
 
   constructor(
     private readonly connection: NatsConnection,
@@ -32,15 +34,21 @@ export class JetStreamPublisher {
     this.prefix = `${inbox}.`;
     connection.subscribe(`${inbox}.*`, {
       callback: (error, message) => {
-        if (!error) this.onAck(message);
+        if (error) this.end(error);
+        else this.onAck(message);
       },
     });
   }
 
+  /** False once the reply subscription has ended: acks can no longer arrive; make another. */
+  get usable(): boolean {
+    return this.ended === undefined;
+  }
+
   /**
-   * Sends `data` to `subject` with `headers` and `Nats-Msg-Id` = `msgId`; resolves on the
-   * stream's ack (a duplicate counts), rejects on its error, after `timeoutMs` without one, or
-   * when `signal` aborts.
+   * Sends `data` to `subject` with `headers` and `Nats-Msg-Id` = `msgId`, and calls `sent` once
+   * it is handed to the client; resolves on the stream's ack (a duplicate counts), rejects on
+   * its error, after `timeoutMs` without one, or when `signal` aborts.
    */
   publish(
     subject: string,
@@ -48,9 +56,11 @@ export class JetStreamPublisher {
     msgId: string,
     headers: NatsHeaders,
     signal: AbortSignal,
+    sent?: () => void,
   ): Promise<void> {
     signal.throwIfAborted();
-    const reply = `${this.prefix}${(this.sent++).toString(36)}`;
+    if (this.ended) return Promise.reject(this.ended);
+    const reply = `${this.prefix}${(this.count++).toString(36)}`;
     return new Promise<void>((resolve, reject) => {
       const done = (): void => {
         this.awaited.delete(reply);
@@ -83,8 +93,18 @@ export class JetStreamPublisher {
       } catch (error) {
         done();
         reject(error instanceof Error ? error : new Error(String(error)));
+        return;
       }
+      sent?.();
     });
+  }
+
+  /** The reply subscription ended: every ack still awaited fails now rather than at its timeout. */
+  private end(error: Error): void {
+    this.ended = new Error(`the JetStream ack subscription ended: ${error.message}`, {
+      cause: error,
+    });
+    for (const waiting of [...this.awaited.values()]) waiting.reject(this.ended);
   }
 
   private onAck(message: NatsMessage): void {

@@ -28,7 +28,8 @@ export interface NatsJetStreamInboxOptions extends BrokerConnectionOptions {
    * Messages taken from the stream and not yet acked, at most; 500 by default. A batch stored in
    * one transaction takes at most half of them, so the other half arrives meanwhile. A consumer
    * the inbox creates gets it as its `max_ack_pending`; give an existing consumer the same bound.
-   * What the inbox may hold in memory is `prefetch` × the largest message.
+   * What the inbox may hold in memory is `prefetch` × the largest message (for an existing
+   * consumer, its `max_ack_pending` × the largest message).
    */
   prefetch?: number;
   /**

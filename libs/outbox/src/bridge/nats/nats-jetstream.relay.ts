@@ -38,6 +38,9 @@ export function natsJetStream(options: NatsJetStreamRelayOptions): OutboxRelayTr
   const connection = natsLink(nats, label, options.servers, options.connection ?? {}, link);
   const subjectOf = options.subject ?? ((event: OutboxEvent) => `outbox.${event.type}`);
   const timeout = options.publishTimeoutMs ?? 5000;
+  // Acks come back on a subject under the client's inbox prefix, which a deployment that limits
+  // subscribe permissions sets.
+  const inboxPrefix = options.connection?.inboxPrefix as string | undefined;
   // One publisher per client: the link replaces the client after it closes for good.
   const publishers = new WeakMap<NatsConnection, JetStreamPublisher>();
 
@@ -46,16 +49,20 @@ export function natsJetStream(options: NatsJetStreamRelayOptions): OutboxRelayTr
     connect: () => connection.connect(),
     status: () => connection.status(),
     close: (timeoutMs) => connection.close(timeoutMs),
-    publish({ event, headers, body }: OutboxRelayMessage, signal: AbortSignal) {
+    async publish(
+      { event, headers, body }: OutboxRelayMessage,
+      signal: AbortSignal,
+      sent?: () => void,
+    ) {
       const client = connection.require();
       let publisher = publishers.get(client);
-      if (!publisher) {
-        publisher = new JetStreamPublisher(client, nats.core.createInbox(), timeout);
+      if (!publisher?.usable) {
+        publisher = new JetStreamPublisher(client, nats.core.createInbox(inboxPrefix), timeout);
         publishers.set(client, publisher);
       }
       const natsHeaders = nats.core.headers();
       for (const name in headers) natsHeaders.set(name, headers[name]);
-      return publisher.publish(subjectOf(event), body, event.id, natsHeaders, signal);
+      await publisher.publish(subjectOf(event), body, event.id, natsHeaders, signal, sent);
     },
   };
 }

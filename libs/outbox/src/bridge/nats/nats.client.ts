@@ -74,7 +74,7 @@ export interface NatsPackages {
     connect(options: Record<string, unknown>): Promise<NatsConnection>;
     headers(): NatsHeaders;
     nanos(ms: number): number;
-    createInbox(): string;
+    createInbox(prefix?: string): string;
   };
   jetstream: {
     jetstream(connection: NatsConnection, options?: { timeout?: number }): JetStreamClient;

@@ -194,6 +194,7 @@ export class ConfirmPublisher {
     properties: Options.Publish,
     signal: AbortSignal | undefined,
     timeoutMs: number,
+    sent?: () => void,
   ): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       if (signal?.aborted) {
@@ -244,7 +245,10 @@ export class ConfirmPublisher {
           finish(
             new RabbitMqPublishError('closed', `RabbitMQ channel unusable: ${scrubError(error)}`),
           );
+          return;
         }
+        // Taken by the channel (a blocked one waited above for its drain): only the confirm is left.
+        sent?.();
       };
       send();
     });

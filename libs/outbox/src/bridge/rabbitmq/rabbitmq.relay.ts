@@ -82,7 +82,11 @@ export function rabbitMq(options: RabbitMqRelayOptions): OutboxRelayTransport {
       closing = true;
       await link.close(closeTimeoutMs);
     },
-    async publish({ event, headers, body }: OutboxRelayMessage, signal: AbortSignal) {
+    async publish(
+      { event, headers, body }: OutboxRelayMessage,
+      signal: AbortSignal,
+      sent?: () => void,
+    ) {
       signal.throwIfAborted();
       const { publisher } = link.require();
       await publisher.publish(
@@ -100,6 +104,7 @@ export function rabbitMq(options: RabbitMqRelayOptions): OutboxRelayTransport {
         },
         signal,
         timeoutMs,
+        sent,
       );
     },
   };
