@@ -9,14 +9,17 @@ export async function abortable<T>(work: Promise<T>, signal: AbortSignal): Promi
   signal.throwIfAborted();
   let stop = (): void => undefined;
   const aborted = new Promise<never>((_, reject) => {
-    stop = onAbort(signal, () => {
-      const reason: unknown = signal.reason;
-      reject(reason instanceof Error ? reason : new Error(`aborted: ${String(reason)}`));
-    });
+    stop = onAbort(signal, () => reject(abortError(signal)));
   });
   try {
     return await Promise.race([work, aborted]);
   } finally {
     stop();
   }
+}
+
+/** The aborted signal's reason as an Error, to reject with. */
+export function abortError(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason : new Error(`aborted: ${String(reason)}`);
 }

@@ -10,7 +10,7 @@ import { releaseSlot } from '../handlers/slot-release';
 import { abortable } from './abortable';
 
 /** Publishes of one relay waiting for their confirm at once, unless `maxInFlight` says otherwise. */
-export const DEFAULT_MAX_IN_FLIGHT = 1000;
+const DEFAULT_MAX_IN_FLIGHT = 1000;
 
 /** A relay as the app holds it: its transport, connected at boot and closed at shutdown. */
 export interface OutboxRelay extends OnModuleInit, OnApplicationShutdown {

@@ -69,8 +69,8 @@ export class HandlerRunner {
     const runs = handlers.map((handler) => this.run(handler, event, options));
     return {
       outcomes: Promise.all(runs.map((r) => r.outcome)),
-      ended: Promise.all(runs.map((r) => r.ended)).then(() => undefined),
-      released: Promise.all(runs.map((r) => r.released)).then(() => undefined),
+      ended: all(runs.map((r) => r.ended)),
+      released: all(runs.map((r) => r.released)),
     };
   }
 
@@ -156,4 +156,9 @@ export class HandlerRunner {
     void ended.then(release);
     return { outcome, ended, released };
   }
+}
+
+/** Once every one has resolved; most events have one handler, whose promise serves as it is. */
+function all(promises: Promise<void>[]): Promise<void> {
+  return promises.length === 1 ? promises[0] : Promise.all(promises).then(() => undefined);
 }

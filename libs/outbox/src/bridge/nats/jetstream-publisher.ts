@@ -1,4 +1,5 @@
 import { onAbort } from '../../common/abort-subscribers.util';
+import { abortError } from '../abortable';
 import type { NatsConnection, NatsHeaders, NatsMessage } from './nats.client';
 
 interface AwaitedAck {
@@ -73,8 +74,7 @@ export class JetStreamPublisher {
       }, this.timeoutMs);
       const stopAbort = onAbort(signal, () => {
         done();
-        const reason: unknown = signal.reason;
-        reject(reason instanceof Error ? reason : new Error(`aborted: ${String(reason)}`));
+        reject(abortError(signal));
       });
       this.awaited.set(reply, {
         subject,
