@@ -30,7 +30,7 @@ import {
  */
 
 type Behaviour = (event: OutboxEvent, ctx: TransactionalHandlerContext) => unknown;
-const behaviour: { ledger?: Behaviour; services?: Behaviour } = {};
+const behaviour: { ledger?: Behaviour; services?: Behaviour; mailer?: () => unknown } = {};
 const errors: unknown[] = [];
 
 /** What a handler does: write one effect row for the event, through the handler's transaction. */
@@ -43,7 +43,11 @@ async function writeEffect(event: OutboxEvent, ctx: TransactionalHandlerContext)
 
 @Injectable()
 class Ledger {
-  @OnOutboxEvent('ledger', { events: ['invoice.paid'], transaction: true, timeoutMs: 400 })
+  @OnOutboxEvent('ledger', {
+    events: ['invoice.paid', 'invoice.refunded'],
+    transaction: true,
+    timeoutMs: 400,
+  })
   async handle(event: OutboxEvent, ctx: TransactionalHandlerContext) {
     try {
       await writeEffect(event, ctx);
@@ -52,6 +56,20 @@ class Ledger {
       errors.push(error);
       throw error;
     }
+  }
+}
+
+/** A plain handler beside `ledger` on refunds: writes its effect on its own. */
+@Injectable()
+class Mailer {
+  constructor(private readonly dataSource: DataSource) {}
+
+  @OnOutboxEvent('mailer', { events: ['invoice.refunded'] })
+  async handle(event: OutboxEvent) {
+    await this.dataSource.query(`INSERT INTO effect (event_id, handler) VALUES ($1, 'mailer')`, [
+      event.id,
+    ]);
+    await behaviour.mailer?.();
   }
 }
 
@@ -112,7 +130,7 @@ const t = useTestApp(
         retention: { enabled: false },
       },
       imports: [clsTransactionsModule()],
-      providers: [Ledger, EffectService, ThroughServices, Snapshot],
+      providers: [Ledger, Mailer, EffectService, ThroughServices, Snapshot],
     });
   },
   { truncateEach: ['outbox_event', 'effect', 'counter'] },
@@ -126,6 +144,7 @@ beforeAll(() => {
 beforeEach(async () => {
   delete behaviour.ledger;
   delete behaviour.services;
+  delete behaviour.mailer;
   errors.length = 0;
   await t.sql.query('INSERT INTO counter VALUES (1, 0)');
 });
@@ -143,6 +162,20 @@ async function effects(eventId: string): Promise<number> {
 
 const outboxRow = (id: string) => eventRow(t.sql, id);
 
+/**
+ * Whether the event's row was last written by the transaction that wrote the `ledger` effect:
+ * the handler's own commit delivered the event, with no settle after it.
+ */
+async function deliveredByLedgerCommit(eventId: string): Promise<boolean> {
+  const { rows } = await t.sql.query(
+    `SELECT e.xmin::text = f.xmin::text AS same
+     FROM outbox_event AS e JOIN effect AS f ON f.event_id = e.id AND f.handler = 'ledger'
+     WHERE e.id = $1`,
+    [eventId],
+  );
+  return rows[0].same;
+}
+
 describe('transactional handlers', () => {
   it("commit the handler's writes with its delivery record", async () => {
     const id = await emit(paid());
@@ -153,6 +186,44 @@ describe('transactional handlers', () => {
     const row = await outboxRow(id);
     expect(row.dispatched_at).not.toBeNull();
     expect(Object.keys(row.deliveries)).toEqual(['ledger']);
+  });
+
+  it("deliver the event in the commit of its last handler's transaction, with no settle after it", async () => {
+    const id = await emit(paid());
+    expect(await engine.drainOnce()).toMatchObject({ claimed: 1, delivered: 1 });
+
+    const row = await outboxRow(id);
+    expect(row).toMatchObject({ lease_expires_at: null, last_error: null });
+    expect(row.dispatched_at).not.toBeNull();
+    expect(await deliveredByLedgerCommit(id)).toBe(true);
+  });
+
+  it('settle an event after all its handlers when another runs beside the transactional one', async () => {
+    const id = await emit(paid({ type: 'invoice.refunded' }));
+    expect(await engine.drainOnce()).toMatchObject({ claimed: 1, delivered: 1 });
+
+    const row = await outboxRow(id);
+    expect(row.dispatched_at).not.toBeNull();
+    expect(Object.keys(row.deliveries).sort()).toEqual(['ledger', 'mailer']);
+    expect(await deliveredByLedgerCommit(id)).toBe(false);
+  });
+
+  it('deliver the event in the commit of a transactional handler left alone on a retry', async () => {
+    let failures = 1;
+    behaviour.ledger = () => {
+      if (failures-- > 0) throw new Error('ledger down');
+    };
+    const id = await emit(paid({ type: 'invoice.refunded' }));
+    expect(await engine.drainOnce()).toMatchObject({ claimed: 1, failed: 1 });
+    expect((await outboxRow(id)).dispatched_at).toBeNull();
+
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(await engine.drainOnce()).toMatchObject({ claimed: 1, delivered: 1 });
+    const row = await outboxRow(id);
+    expect(row.dispatched_at).not.toBeNull();
+    expect(Object.keys(row.deliveries).sort()).toEqual(['ledger', 'mailer']);
+    expect(await effects(id)).toBe(2);
+    expect(await deliveredByLedgerCommit(id)).toBe(true);
   });
 
   it('run at the isolation level each handler declares, through the ambient transaction host and without one', async () => {

@@ -8,7 +8,7 @@ import type { OutboxRecord } from '../store/lease/lease.types';
 import type { OutboxEvent } from '../outbox-event.types';
 import { LEASE_SETTLE_HEADROOM_MS } from '../outbox.options';
 import { KeyOrdering, type InChain } from '../ordering/key-ordering';
-import { handlerAttempts, handlersToRun, planSettle } from './settle-plan';
+import { handlerAttempts, handlersToRun, planSettle, settledByHandler } from './settle-plan';
 
 /** A claim's lease as the local clock sees it, read once at the claim. */
 export interface ClaimLease {
@@ -136,10 +136,13 @@ export class OutboxExecutor {
     before?: InChain['before'],
   ): Promise<ExecutionResult> {
     this.busy++;
-    const run = this.runner.start(toEvent(record), handlersToRun(record, handlers), {
+    const toRun = handlersToRun(record, handlers);
+    const settlesEvent = settledByHandler(record, handlers, toRun);
+    const run = this.runner.start(toEvent(record), toRun, {
       attempt: record.attempts,
       handlerAttempts: handlerAttempts(record),
       signal: abandon,
+      settlesEvent,
     });
     let released = false;
     const token = {};
@@ -169,6 +172,8 @@ export class OutboxExecutor {
         this.keys.abandoned(record);
         return 'abandoned' as const;
       }
+      // Its transaction committed the event delivered with its record: nothing left to write.
+      if (settlesEvent && outcomes[0].ok) return { settle, result: 'settled' as const };
       const followed = this.keys.followed(record);
       return this.completer.complete(settle, lease.deadline, followed).then((result) => {
         if (followed) {

@@ -1,7 +1,13 @@
 import type { HandlerOutcome } from '../handlers/outbox-handler.types';
 import type { HandlerPolicy } from '../handlers/handler.policy';
 import type { OutboxRecord } from '../store/lease/lease.types';
-import { handlerAttempts, handlersToRun, planSettle, type PlannedHandler } from './settle-plan';
+import {
+  handlerAttempts,
+  handlersToRun,
+  planSettle,
+  settledByHandler,
+  type PlannedHandler,
+} from './settle-plan';
 
 /** The claim's database time; retry times are read against it. */
 const CLAIMED_AT = Date.parse('2026-12-01T12:00:00.000Z');
@@ -403,6 +409,34 @@ describe('planSettle: what an attempt writes, by policy × outcome × attempt ×
     expect(planned.kind === 'failed' && planned.settle.error).toBe(
       'retry: Error: downstream said no; slow: Error: budget spent',
     );
+  });
+});
+
+describe('settledByHandler: which runs deliver the event in their own transaction', () => {
+  type Handler = PlannedHandler & { isolationLevel: string | undefined };
+  const tx: Handler = { ...H.retry, name: 'ledger', isolationLevel: 'READ COMMITTED' };
+  const plain: Handler = { ...H.once, name: 'mail', isolationLevel: undefined };
+  const other = { ...tx, name: 'audit' };
+  const sequenced = { ...claimed('live'), sequenced: true } as OutboxRecord;
+  const mailDone = claimed('live', { deliveries: { mail: '2026-12-01T11:00:00.000Z' } });
+
+  it.each<[string, OutboxRecord, Handler[], Handler[], boolean]>([
+    ['its one handler, transactional', claimed('live'), [tx], [tx], true],
+    ['the one handler left, the others delivered', mailDone, [tx, plain], [tx], true],
+    ['a dead replay of its one handler', claimed('dead replay'), [tx], [tx], true],
+    ['not a plain handler', claimed('live'), [plain], [plain], false],
+    [
+      'not with another handler running beside it',
+      claimed('live'),
+      [tx, plain],
+      [tx, plain],
+      false,
+    ],
+    ['not while another waits for its retry', claimed('live'), [tx, plain], [tx], false],
+    ['not two transactional handlers', claimed('live'), [tx, other], [tx, other], false],
+    ['not an event placed for ordered handlers', sequenced, [tx], [tx], false],
+  ])('%s', (_case, record, handlers, toRun, expected) => {
+    expect(settledByHandler(record, handlers, toRun)).toBe(expected);
   });
 });
 

@@ -68,6 +68,28 @@ function retryWaits(record: OutboxRecord): (name: string) => boolean {
 }
 
 /**
+ * Whether the claim's run (`toRun`, see `handlersToRun`) settles the event itself: its one
+ * handler is transactional and every other handler of the event is already delivered, so the
+ * handler's delivery record, in its own commit, marks the event delivered as `planSettle` would
+ * on its success. Not for an event placed for ordered handlers: its settle tells its key.
+ */
+export function settledByHandler(
+  record: OutboxRecord,
+  handlers: readonly TransactionalAware[],
+  toRun: readonly TransactionalAware[],
+): boolean {
+  if (toRun.length !== 1 || toRun[0].isolationLevel === undefined || record.sequenced) {
+    return false;
+  }
+  return handlers.every((h) => h === toRun[0] || Object.hasOwn(record.deliveries, h.name));
+}
+
+/** A handler as `settledByHandler` sees it: set `isolationLevel` for a transactional one. */
+interface TransactionalAware extends PlannedHandler {
+  readonly isolationLevel: unknown;
+}
+
+/**
  * The settle of an attempt. Each failed handler counts one more failure and, below its
  * `maxAttempts`, gets its next try from its own retry schedule. The event is delivered once
  * every handler is; held (parked) when all it has left are ordered handlers held by an earlier

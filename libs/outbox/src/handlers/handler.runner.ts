@@ -30,6 +30,11 @@ export interface DeliverOptions {
   signal?: AbortSignal;
   /** Each handler's own try of this event (1 when absent), passed as `ctx.handlerAttempt`. */
   handlerAttempts?: Readonly<Record<string, number>>;
+  /**
+   * The one handler started is transactional and the last one the event waits for: its
+   * transaction marks the event delivered as it records the handler (see `settledByHandler`).
+   */
+  settlesEvent?: boolean;
 }
 
 interface OneRun {
@@ -135,6 +140,7 @@ export class HandlerRunner {
       event,
       attempt: options.attempt,
       handlerName: handler.name,
+      settlesEvent: options.settlesEvent === true,
       budgetMs: handler.budgetMs,
       isolationLevel: handler.isolationLevel,
       signal: abort.signal,

@@ -15,7 +15,7 @@ import type {
 } from './outbox-handler.types';
 import { OutboxPublisher } from '../emit/outbox.publisher';
 import { HandlerTransactionStore } from '../store/handler-transaction.store';
-import { type BackendTransaction } from '../store/handler-transaction.store';
+import { type BackendTransaction, type HandlerDelivery } from '../store/handler-transaction.store';
 import { DrivenTransaction } from '../store/driven-transaction';
 import type { OutboxResult } from '../store/outbox.result';
 import { AbortableSemaphore } from '../common/abortable-semaphore.util';
@@ -34,6 +34,11 @@ export interface HandlerTransactionRequest {
   /** The attempt the claim holds: the guard of the delivery record. */
   attempt: number;
   handlerName: string;
+  /**
+   * The handler is the last one the event waits for: its delivery record marks the event
+   * delivered too, in the same commit, and the event needs no settle after it.
+   */
+  settlesEvent: boolean;
   budgetMs: number;
   isolationLevel: OutboxIsolationLevel;
   /** Aborted at the budget or at shutdown: the transaction rolls back at once. */
@@ -119,6 +124,7 @@ export class HandlerTransactions implements OnModuleInit {
           id: request.event.id,
           attempts: request.attempt,
           handler: request.handlerName,
+          settles: request.settlesEvent,
         }),
         abandoned.promise,
       ]);
@@ -272,11 +278,7 @@ interface TransactionSteps {
     budgetMs: number,
     isolationLevel: OutboxIsolationLevel,
   ): Promise<OutboxResult<BackendTransaction>>;
-  record(delivery: {
-    id: string;
-    attempts: number;
-    handler: string;
-  }): Promise<OutboxResult<boolean>>;
+  record(delivery: HandlerDelivery): Promise<OutboxResult<boolean>>;
   /** Whether `record` commits the transaction as well. */
   recordCommits: boolean;
 }

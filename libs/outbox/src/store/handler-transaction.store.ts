@@ -7,6 +7,17 @@ import type { DrivenTransaction } from './driven-transaction';
 import { ok, type OutboxResult } from './outbox.result';
 import { ClientStore } from './store.client';
 
+/**
+ * One handler's delivery, recorded in its transaction under the attempt its claim holds;
+ * `settles`: the handler is the last one the event waits for, and its record delivers the event.
+ */
+export interface HandlerDelivery {
+  id: string;
+  attempts: number;
+  handler: string;
+  settles: boolean;
+}
+
 /** A transaction of one backend: its pid, and its start in microseconds (text, exact). */
 export interface BackendTransaction {
   pid: number;
@@ -18,30 +29,47 @@ export interface BackendTransaction {
  * handler), only if the claim that ran it still holds the row: same attempt, not settled, not
  * given back. The row lock it takes is held to COMMIT, so a claim racing it skips the row, and
  * a claim that won before it makes it match nothing: the caller then rolls the handler's writes
- * back. An entry already present wins, as in every settle.
+ * back. An entry already present wins, as in every settle. When the handler is the last one the
+ * event waits for (`settles`), the same update marks the event delivered, as `MARK_DELIVERED`
+ * would: the event is done in the handler's commit, with one row version and no settle after it.
  * $1 id, $2 attempts, $3 handler name.
  */
-const RECORD_DELIVERY = `
+function recordDelivery(settles: boolean): string {
+  return `
   UPDATE outbox_event
   -- The clock, not now(): now() is when the handler's transaction began, before its work.
-  SET deliveries = jsonb_build_object($3::text, clock_timestamp()) || deliveries
+  SET deliveries = jsonb_build_object($3::text, clock_timestamp()) || deliveries${
+    settles
+      ? `,
+      dispatched_at = clock_timestamp(),
+      lease_expires_at = NULL,
+      last_error = NULL`
+      : ''
+  }
   WHERE id = $1::uuid
     AND attempts = $2::int
     AND dispatched_at IS NULL
     AND lease_expires_at IS NOT NULL
   RETURNING id
 `;
+}
+const RECORD_DELIVERY = recordDelivery(false);
+const RECORD_DELIVERY_SETTLING = recordDelivery(true);
 
 /**
- * `RECORD_DELIVERY` and the `COMMIT` in one round trip, for a transaction the outbox began
+ * A delivery record and the `COMMIT` in one round trip, for a transaction the outbox began
  * itself. A guard that matched nothing divides by zero (SQLSTATE 22012, raised by this statement
  * alone): the script stops there, and the `COMMIT` after it never runs.
  */
-const RECORD_DELIVERY_AND_COMMIT = `
-  WITH recorded AS (${RECORD_DELIVERY})
+function andCommit(record: string): string {
+  return `
+  WITH recorded AS (${record})
   SELECT 1 / count(*) AS recorded FROM recorded;
   COMMIT
 `;
+}
+const RECORD_DELIVERY_AND_COMMIT = andCommit(RECORD_DELIVERY);
+const RECORD_DELIVERY_SETTLING_AND_COMMIT = andCommit(RECORD_DELIVERY_SETTLING);
 const DIVISION_BY_ZERO = '22012';
 
 /**
@@ -94,12 +122,12 @@ export class HandlerTransactionStore extends ClientStore {
    */
   async recordDelivery(
     manager: EntityManager,
-    delivery: { id: string; attempts: number; handler: string },
+    delivery: HandlerDelivery,
   ): Promise<OutboxResult<boolean>> {
     return this.client.runIn(
       'recordDelivery',
       manager,
-      RECORD_DELIVERY,
+      delivery.settles ? RECORD_DELIVERY_SETTLING : RECORD_DELIVERY,
       [delivery.id, delivery.attempts, delivery.handler],
       (rows: { id: string }[]) => rows.length === 1,
     );
@@ -112,12 +140,15 @@ export class HandlerTransactionStore extends ClientStore {
    */
   async recordDeliveryAndCommit(
     transaction: DrivenTransaction,
-    delivery: { id: string; attempts: number; handler: string },
+    delivery: HandlerDelivery,
   ): Promise<OutboxResult<boolean>> {
+    const script = delivery.settles
+      ? RECORD_DELIVERY_SETTLING_AND_COMMIT
+      : RECORD_DELIVERY_AND_COMMIT;
     const committed = await this.client.commitWith(
       'recordDelivery',
       transaction,
-      inlineValues(RECORD_DELIVERY_AND_COMMIT, [delivery.id, delivery.attempts, delivery.handler]),
+      inlineValues(script, [delivery.id, delivery.attempts, delivery.handler]),
     );
     if (committed.ok) return ok(true);
     return committed.error.code === DIVISION_BY_ZERO ? ok(false) : committed;
