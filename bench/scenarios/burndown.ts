@@ -12,6 +12,7 @@ import {
   withFreshDatabase,
 } from '../support/database';
 import { count, note, times } from '../support/report';
+import { handlerRuns, ranAll } from '../support/handlers';
 import { graphileWorkerBurnDown, graphileWorkerRuns } from '../support/graphile-worker';
 import { referenceBurnDown } from '../support/reference-relay';
 import type { Scenario } from './scenario';
@@ -47,9 +48,10 @@ export const burndown: Scenario = {
       let moduleWal: number;
       try {
         const wal = await walPosition(db.sql);
+        handlerRuns.count = 0;
         const started = performance.now();
         await app.get(OutboxEngine).start();
-        const settled = await waitUntilSettled(db.sql, TIMEOUT_MS);
+        const settled = await waitUntilSettled(db.sql, TIMEOUT_MS, 5, ranAll(EVENTS));
         const seconds = (performance.now() - started) / 1000;
         delivered = settled ? EVENTS : await countDelivered(db.sql);
         module = delivered / seconds;

@@ -8,7 +8,7 @@ import {
   waitUntilSettled,
   withFreshDatabase,
 } from '../support/database';
-import { BENCH_EFFECT_TABLE, type HandlerKind } from '../support/handlers';
+import { BENCH_EFFECT_TABLE, handlerRuns, ranAll, type HandlerKind } from '../support/handlers';
 import { count, note, times } from '../support/report';
 import { transactionalLoopBurnDown } from '../support/transactional-loop';
 import type { Scenario } from './scenario';
@@ -43,9 +43,10 @@ export const transactional: Scenario = {
           outbox: { concurrency: CONCURRENCY },
         });
         try {
+          handlerRuns.count = 0;
           const started = performance.now();
           await app.get(OutboxEngine).start();
-          const settled = await waitUntilSettled(db.sql, TIMEOUT_MS);
+          const settled = await waitUntilSettled(db.sql, TIMEOUT_MS, 5, ranAll(EVENTS));
           const seconds = (performance.now() - started) / 1000;
           const delivered = settled ? EVENTS : await countDelivered(db.sql);
           rates[handler] = delivered / seconds;
