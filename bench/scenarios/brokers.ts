@@ -236,19 +236,25 @@ export const inbox: Scenario = {
         for (const broker of brokers) {
           await fill(broker.relay(), EVENTS);
           await db.sql.query('TRUNCATE outbox_event');
-          const started = performance.now();
+          // From the inbox's connect, as the bare consumer's: the app's boot before it is not
+          // the inbox's receive rate.
+          const transport = broker.inbox();
+          let started = Infinity;
+          const connect = transport.connect.bind(transport);
+          transport.connect = () => {
+            started = performance.now();
+            return connect();
+          };
           const app = await createOutboxApp(db.url, {
             handler: null,
             autoStart: false,
-            imports: [
-              OutboxInboxModule.forRoot({ name: 'bench-inbox', transport: broker.inbox() }),
-            ],
+            imports: [OutboxInboxModule.forRoot({ name: 'bench-inbox', transport })],
           });
           let rate: number;
           try {
             await waitForRows(db.sql, EVENTS);
             rate = EVENTS / ((performance.now() - started) / 1000);
-            note(`inbox from ${broker.name}: ${count(rate)} messages/s (boot included)`);
+            note(`inbox from ${broker.name}: ${count(rate)} messages/s (connect included)`);
           } finally {
             await app.close();
           }
@@ -256,7 +262,7 @@ export const inbox: Scenario = {
           const bare = await broker.bare(EVENTS);
           note(`bare consumer of ${broker.name}: ${count(bare)} messages/s (connect included)`);
           figures.push({
-            figure: `inbox receive from ${broker.name} (its boot included) vs a bare consumer`,
+            figure: `inbox receive from ${broker.name} vs a bare consumer`,
             value: `${count(rate)} vs ${count(bare)} messages/s = ${times(rate / bare)}`,
             target: '≥ 0.7 ×',
           });
