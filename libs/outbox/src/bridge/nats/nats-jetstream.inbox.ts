@@ -70,7 +70,11 @@ class NatsInbox implements OutboxInboxTransport {
   private readonly label: string;
   private readonly link;
   private readonly prefetch: number;
-  private readonly pending: JsMessage[] = [];
+  /**
+   * Arrived, not yet handed over: each message with its delivery, made as it arrives (reading its
+   * headers is most of the client's cost per message), while the batch before it is being stored.
+   */
+  private readonly pending: { message: JsMessage; delivery: InboxDelivery }[] = [];
   private receive: ((batch: InboxDelivery[]) => Promise<void>) | undefined;
   private consuming:
     { client: NatsConnection; messages: { close(): Promise<void | Error> } } | undefined;
@@ -168,7 +172,7 @@ class NatsInbox implements OutboxInboxTransport {
     const messages = await reader.consume({
       max_messages: this.prefetch,
       callback: (message) => {
-        this.pending.push(message);
+        this.pending.push({ message, delivery: this.delivery(message) });
         this.pumping ??= this.pump().catch((error: unknown) => {
           this.logger.warn(`${this.label}: receiving stopped: ${scrubError(error)}`);
         });
@@ -183,12 +187,15 @@ class NatsInbox implements OutboxInboxTransport {
    * in progress, so the server does not hand them over a second time meanwhile.
    */
   private async pump(): Promise<void> {
-    const keepAlive = setInterval(() => this.pending.forEach(quietly('working')), KEEP_ALIVE_MS);
+    const keepAlive = setInterval(
+      () => this.pending.forEach((p) => quietly('working')(p.message)),
+      KEEP_ALIVE_MS,
+    );
     try {
       while (this.pending.length > 0 && !this.stopping && this.receive) {
         // Half the prefetch: the server sends the other half while this half is stored.
         const batch = this.pending.splice(0, Math.ceil(this.prefetch / 2));
-        await this.receive(batch.map((m) => this.delivery(m)));
+        await this.receive(batch.map((p) => p.delivery));
       }
     } finally {
       clearInterval(keepAlive);
