@@ -3,6 +3,7 @@ import { inbox, relay } from './brokers';
 import { burndown } from './burndown';
 import { claimBackoff } from './claim-backoff';
 import { cpu } from './cpu';
+import { flood } from './flood';
 import { health } from './health';
 import { heldXmin } from './held-xmin';
 import { latency } from './latency';
@@ -39,6 +40,7 @@ export const SCENARIOS: readonly Scenario[] = [
   orderedBurndown,
   orderedOneKey,
   blockedClaim,
+  flood,
   relay,
   inbox,
 ];

@@ -56,6 +56,16 @@ export class MixedHandler {
   }
 }
 
+/** 20 ms per event, the time of a call to another service. */
+@Injectable()
+export class TwentyMsHandler {
+  @OnOutboxEvent('slow-20ms', { events: '*' })
+  async handle(event: OutboxEvent): Promise<void> {
+    handlerHooks.onStart(event, performance.now());
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 /** The no-op handler, ordered: each key's events one at a time, in their places. */
 @Injectable()
 export class OrderedNoopHandler {
@@ -113,6 +123,7 @@ export class PlainEffectHandler {
 export type HandlerKind =
   | 'noop'
   | 'mixed'
+  | 'slow-20ms'
   | 'tx-effect'
   | 'plain-effect'
   | 'ordered-noop'
@@ -122,6 +133,7 @@ export type HandlerKind =
 export const HANDLERS = {
   noop: NoopHandler,
   mixed: MixedHandler,
+  'slow-20ms': TwentyMsHandler,
   'tx-effect': TransactionalEffectHandler,
   'plain-effect': PlainEffectHandler,
   'ordered-noop': OrderedNoopHandler,
