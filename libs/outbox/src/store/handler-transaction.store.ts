@@ -6,6 +6,7 @@ import { inlineValues } from './bounded-statement.util';
 import type { DrivenTransaction } from './driven-transaction';
 import { ok, type OutboxResult } from './outbox.result';
 import { ClientStore } from './store.client';
+import { deliveredAt } from './outbox-row.sql';
 
 /**
  * One handler's delivery, recorded in its transaction under the attempt its claim holds;
@@ -30,8 +31,9 @@ export interface BackendTransaction {
  * given back. The row lock it takes is held to COMMIT, so a claim racing it skips the row, and
  * a claim that won before it makes it match nothing: the caller then rolls the handler's writes
  * back. An entry already present wins, as in every settle. When the handler is the last one the
- * event waits for (`settles`), the same update marks the event delivered, as `MARK_DELIVERED`
- * would: the event is done in the handler's commit, with one row version and no settle after it.
+ * event waits for (`settles`), the same update marks the event delivered (`deliveredAt`), as
+ * `MARK_DELIVERED` does: the event is done in the handler's commit, with one row version and no
+ * settle after it.
  * $1 id, $2 attempts, $3 handler name.
  */
 function recordDelivery(settles: boolean): string {
@@ -41,9 +43,7 @@ function recordDelivery(settles: boolean): string {
   SET deliveries = jsonb_build_object($3::text, clock_timestamp()) || deliveries${
     settles
       ? `,
-      dispatched_at = clock_timestamp(),
-      lease_expires_at = NULL,
-      last_error = NULL`
+      ${deliveredAt('clock_timestamp()')}`
       : ''
   }
   WHERE id = $1::uuid

@@ -26,6 +26,17 @@
 /** The due time of a row that only an operator's replay makes due again. */
 export const NEVER_DUE = `timestamptz '9999-12-31 00:00:00+00'`;
 
+/**
+ * The columns a delivered event is left with, at time `at`: delivered, its lease over, its last
+ * error cleared. Written by the completer's settle and by a transactional handler's record when
+ * it is the event's last handler.
+ */
+export function deliveredAt(at: string): string {
+  return `dispatched_at = ${at},
+      lease_expires_at = NULL,
+      last_error = NULL`;
+}
+
 /** `failures` of a row with every handler's retry time cleared. */
 export function retryTimesCleared(failures: string): string {
   return `(SELECT coalesce(jsonb_object_agg(f.key, f.value || '{"retryAt": null}'::jsonb),

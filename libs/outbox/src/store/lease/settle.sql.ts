@@ -1,7 +1,7 @@
 import { v7 as uuidv7 } from 'uuid';
 import { OUTBOX_EVENT_AGGREGATE, OUTBOX_EVENT_DEAD } from '../../outbox.constants';
 import { scrubError } from '../../common/scrub-error.util';
-import { NEVER_DUE, retryTimesCleared } from '../outbox-row.sql';
+import { deliveredAt, NEVER_DUE, retryTimesCleared } from '../outbox-row.sql';
 import { WAKE_PAYLOAD } from '../wake-payload.sql';
 import type { DeliveredSettle, FailedSettle, MarkFailedOptions } from './lease.types';
 
@@ -21,9 +21,7 @@ const MERGED_DELIVERIES = `
  */
 export const MARK_DELIVERED = `
   UPDATE outbox_event AS e
-  SET dispatched_at = now(),
-      lease_expires_at = NULL,
-      last_error = NULL,
+  SET ${deliveredAt('now()')},
       deliveries = ${MERGED_DELIVERIES}
   FROM jsonb_to_recordset($1::jsonb) AS s(id uuid, attempts integer, handlers text[])
   WHERE e.id = ANY ($2::uuid[])
