@@ -129,6 +129,8 @@ describe('migrate', () => {
           'OutboxOrdering1773000000000',
           'OutboxOrderingIndexes1773500000000',
           'OutboxClaimPlans1774000000000',
+          'OutboxFairClaims1775000000000',
+          'OutboxFairIndex1775500000000',
         ],
       });
       expect(await cli(['migrate', '--url', url])).toEqual({

@@ -1,6 +1,6 @@
 import { OutboxOrdering1773000000000, OutboxLeaseStore, type OutboxRecord } from '@app/outbox';
 import {
-  CLAIM_FUNCTION_PRESENT,
+  CLAIM_FUNCTIONS_PRESENT,
   CLAIM_LIVE,
   CLAIM_LIVE_CALL,
   claimParameters,
@@ -232,8 +232,8 @@ describe('OutboxLeaseStore and the claim function', () => {
   }
 
   async function present(): Promise<boolean> {
-    const { rows } = await t.sql.query<{ present: boolean }>(CLAIM_FUNCTION_PRESENT);
-    return rows[0].present;
+    const { rows } = await t.sql.query<{ chained: boolean }>(CLAIM_FUNCTIONS_PRESENT);
+    return rows[0].chained;
   }
 
   afterEach(async () => {

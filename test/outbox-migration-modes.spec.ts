@@ -254,6 +254,7 @@ describe('the index migrations', () => {
       'OutboxDiscardIndexes1768500000000',
       'OutboxOrganizationTypeIndex1770000000000',
       'OutboxOrderingIndexes1773500000000',
+      'OutboxFairIndex1775500000000',
     ]);
     for (const Migration of OUTBOX_MIGRATIONS) {
       expect(new Migration().transaction).toBeUndefined();

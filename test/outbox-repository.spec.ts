@@ -119,6 +119,16 @@ describe('OutboxEmitStore.enqueue', () => {
       `Invalid outbox event: orderingKey must be a string of at most 256 characters (got 257), got "${'k'.repeat(64)}…"`,
     ],
     [
+      { partitionKey: '' },
+      'partitionKey',
+      'Invalid outbox event: partitionKey must be a non-empty string, got ""',
+    ],
+    [
+      { partitionKey: 'p'.repeat(257) },
+      'partitionKey',
+      `Invalid outbox event: partitionKey must be a string of at most 256 characters (got 257), got "${'p'.repeat(64)}…"`,
+    ],
+    [
       { metadata: [1] },
       'metadata',
       'Invalid outbox event: metadata must be a JSON object, got [1]',

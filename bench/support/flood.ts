@@ -28,6 +28,9 @@ export interface FloodRun {
   floodRate: number;
   /** The engine's slots. */
   slots: number;
+  /** The flood's events per second as committed, and the most committed but not yet started. */
+  emitRate: number;
+  largestBacklog: number;
 }
 
 function event(partition: string, i: number): NewOutboxEvent {
@@ -50,7 +53,7 @@ export async function floodRun(
   url: string,
   handler: HandlerKind,
   flood: number,
-  outbox: { concurrency?: number } = {},
+  outbox: { concurrency?: number; fairness?: { enabled: boolean } } = {},
 ): Promise<FloodRun> {
   const committed = new Map<string, number>();
   const started = new Map<string, number>();
@@ -85,12 +88,15 @@ export async function floodRun(
     })();
     await sleep(BEFORE_SECONDS * 1000);
     const floodFrom = performance.now();
+    let largestBacklog = 0;
     for (let first = 0; first < flood; first += FLOOD_TRANSACTION) {
       const events = Array.from({ length: Math.min(FLOOD_TRANSACTION, flood - first) }, (_, k) =>
         event(FLOOD_PARTITION, first + k),
       );
       await dataSource.transaction((manager) => publisher.emit(events, { manager }));
+      largestBacklog = Math.max(largestBacklog, first + events.length - floodStarted);
     }
+    const emitRate = flood / ((performance.now() - floodFrom) / 1000);
     const deadline = performance.now() + TIMEOUT_MS;
     while (floodStarted < flood && performance.now() < deadline) await sleep(5);
     const floodTo = performance.now();
@@ -110,6 +116,8 @@ export async function floodRun(
       during: latencies(floodFrom, floodTo),
       floodRate: floodStarted / ((floodLast - floodFrom) / 1000),
       slots: consumer.get(OutboxEngine).slots.size,
+      emitRate,
+      largestBacklog,
     };
   } finally {
     resetHandlerHooks();

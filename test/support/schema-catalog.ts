@@ -39,7 +39,7 @@ export async function migratedChecks(runner: Queryable, table: string): Promise<
 export async function entityDeclarations(
   dataSource: DataSource,
   entity: EntityTarget<unknown>,
-): Promise<{ indexes: Definitions; checks: Definitions }> {
+): Promise<{ indexes: Definitions; checks: Definitions; unsynchronized: string[] }> {
   const metadata = dataSource.getMetadata(entity);
   const table = metadata.tableName;
   // One runner, so every statement shares the transaction that is rolled back at the end.
@@ -47,7 +47,13 @@ export async function entityDeclarations(
   await runner.startTransaction();
   try {
     const indexes: Definitions = {};
+    // Declared by name only (`synchronize: false`): TypeORM leaves the migration's index alone.
+    const unsynchronized: string[] = [];
     for (const [position, index] of metadata.indices.entries()) {
+      if (!index.synchronize) {
+        unsynchronized.push(index.name);
+        continue;
+      }
       const scratch = `entity_index_${position}`;
       const columns = index.columns.map((column) => quote(column.databaseName)).join(', ');
       await runner.query(
@@ -77,7 +83,7 @@ export async function entityDeclarations(
       );
       checks[check.name] = definition.replace(/ NOT VALID$/, '');
     }
-    return { indexes, checks };
+    return { indexes, checks, unsynchronized };
   } finally {
     await runner.rollbackTransaction();
     await runner.release();

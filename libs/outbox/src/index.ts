@@ -2,6 +2,7 @@
 export { OutboxModule } from './outbox.module';
 export {
   OutboxModuleOptions,
+  OutboxFairnessOptions,
   OutboxListenOptions,
   OutboxLocalQueueOptions,
   OutboxLivenessOptions,

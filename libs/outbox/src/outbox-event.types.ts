@@ -50,6 +50,13 @@ export interface NewOutboxEvent<P = unknown> {
    * characters, for example `account:42`); `aggregateType + ':' + aggregateId` when absent.
    */
   orderingKey?: string | null;
+  /**
+   * The partition fair claims share out by (a non-empty string of at most 256 characters, for
+   * example a tenant that is not the organization); `organizationId` when absent. See
+   * `OutboxFairnessOptions`. Written only when set: an app that never sets it needs no migration
+   * past the ones before `OutboxFairClaims1775000000000` to emit.
+   */
+  partitionKey?: string | null;
 }
 
 /** Payload of the `outbox.event.dead` announcement. */

@@ -40,6 +40,11 @@ export const OutboxMessages = {
     `Outbox claim function ${name} not found through search_path: until migration ` +
     `${migration} has run, the server parses and plans every claim afresh ` +
     `(looked up again every ${lookAgainMs / 1000} s)`,
+  fairClaimMissing: (lookAgainMs: number) =>
+    `Outbox fair claims need migrations OutboxFairClaims1775000000000 and ` +
+    `OutboxFairIndex1775500000000 (the function outbox_claim_fair_v1 and a valid index ` +
+    `outbox_event_fair_idx, through search_path): until both have run, claims go in due order ` +
+    `(looked up again every ${lookAgainMs / 1000} s)`,
   unhandledType: (eventType: string) =>
     `Outbox event type "${eventType}" has no handler in this application: its events are marked ` +
     `delivered without running anything. Subscribe a handler to it, or stop emitting it`,

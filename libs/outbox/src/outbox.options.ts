@@ -132,6 +132,19 @@ export class OutboxLocalQueueOptions {
 }
 
 /**
+ * Fair claims across partitions: an event's partition is its emitter's `partitionKey`, else its
+ * organization id. While several partitions have events due, each claim shares its rows out
+ * among them, and this instance's queue starts them in turn, so one partition's flood holds the
+ * others up by about one claim rather than by the whole flood. Needs migrations
+ * `OutboxFairClaims1775000000000` and `OutboxFairIndex1775500000000`; claims go in due order
+ * until they have run.
+ */
+export class OutboxFairnessOptions {
+  /** Off: every claim takes the first due events, whatever their partition. */
+  @BooleanFromText() @IsBoolean() enabled?: boolean = true;
+}
+
+/**
  * Knobs for throughput, latency and the database's limits. Their defaults suit most apps; change
  * them when a benchmark or the health details say so.
  */
@@ -226,6 +239,9 @@ export class OutboxModuleOptions {
   /** Throughput, latency and database limits: see `OutboxTuningOptions`. */
   @ValidateNested() @Type(() => OutboxTuningOptions) tuning?: OutboxTuningOptions =
     new OutboxTuningOptions();
+  /** Fair claims across partitions (tenants): see `OutboxFairnessOptions`. */
+  @ValidateNested() @Type(() => OutboxFairnessOptions) fairness?: OutboxFairnessOptions =
+    new OutboxFairnessOptions();
   /** Only these event types are claimed here (a dedicated worker pool); all when absent. */
   @IsOptional()
   @IsArray()

@@ -80,11 +80,18 @@ export class DueRange {
 /**
  * Where a claim of `limit` rows left the head of the live due range (epoch ms, database clock):
  * at its own `now()` when it came back short (it took every due row it could see), at the last
- * live row it took when it came back full; null when it took no live row.
+ * live row it took when it came back full; null when it took no live row. A full fair claim took
+ * its partitions' shares from anywhere in the range, and then the first due rows left (its
+ * fill): the head is at the last row of the fill, or unknown (null) when the shares took it all.
  */
 export function headAfter(records: readonly OutboxRecord[], limit: number): number | null {
   const live = records.filter((record) => record.deadAt === null);
   if (live.length === 0) return null;
   if (records.length < limit) return live[0].claimedAt.getTime();
-  return live[live.length - 1].dueAt.getTime();
+  if (live[0].fromFill === undefined) return live[live.length - 1].dueAt.getTime();
+  let head: number | null = null;
+  for (const record of live) {
+    if (record.fromFill) head = Math.max(head ?? -Infinity, record.dueAt.getTime());
+  }
+  return head;
 }

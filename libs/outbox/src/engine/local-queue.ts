@@ -10,18 +10,34 @@ export interface QueuedEvent {
   lease: ClaimLease;
   /** `Date.now()` after which it may no longer start: it goes back to the table instead. */
   startBy: number;
+  /** The lane it waits in: its partition under fair claims, one lane for all otherwise. */
+  lane: string;
+}
+
+/** One lane's events, oldest claim first; `head` skips the ones already taken. */
+interface Lane {
+  events: QueuedEvent[];
+  head: number;
 }
 
 /**
- * Claimed events waiting for a slot of this instance, oldest claim first. A claim can then ask
- * for more rows than slots are free, and a slot that frees takes the next event at once instead
- * of waiting for a claim's round trip. An event waits at most until its `startBy` (the local
- * queue's TTL, or earlier when its handlers' budget would otherwise outlast the lease); past it,
- * it is given back unstarted so another instance can take it.
+ * Claimed events waiting for a slot of this instance. A claim can then ask for more rows than
+ * slots are free, and a slot that frees takes the next event at once instead of waiting for a
+ * claim's round trip. An event waits at most until its `startBy` (the local queue's TTL, or
+ * earlier when its handlers' budget would otherwise outlast the lease); past it, it is given back
+ * unstarted so another instance can take it.
+ *
+ * Events wait in lanes (their partition, under fair claims), oldest claim first within a lane,
+ * and slots take from the lanes in turn: an event of a quiet partition starts at the next free
+ * slot, not behind the queued events of a partition that floods. With one lane it is one queue
+ * in claim order.
  */
 export class LocalQueue {
-  private readonly events: QueuedEvent[] = [];
-  private head = 0;
+  private readonly lanes = new Map<string, Lane>();
+  /** The lanes with events, in the order slots take from them; `turn` is the next one's index. */
+  private readonly ring: string[] = [];
+  private turn = 0;
+  private size = 0;
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
 
@@ -29,64 +45,116 @@ export class LocalQueue {
   constructor(private readonly onExpiry: () => void) {}
 
   get length(): number {
-    return this.events.length - this.head;
+    return this.size;
   }
 
   push(event: QueuedEvent): void {
-    this.events.push(event);
+    let lane = this.lanes.get(event.lane);
+    if (!lane) {
+      lane = { events: [], head: 0 };
+      this.lanes.set(event.lane, lane);
+      this.ring.push(event.lane);
+    }
+    lane.events.push(event);
+    this.size++;
     if (event.startBy < this.timerAt) this.planExpiry();
   }
 
   /**
    * The next event that may still start and is `ready` (a chained event waits for the one before
-   * it: see `KeyChains`), or undefined. Events past their `startBy` met on the way are handed to
-   * `expired`; events not ready stay, in their order.
+   * it: see `KeyChains`), from the lanes in turn, or undefined. Events past their `startBy` met on
+   * the way are handed to `expired`; events not ready stay, in their order.
    */
   take(
     now: number,
     expired: (event: QueuedEvent) => void,
     ready: (event: QueuedEvent) => boolean = () => true,
   ): QueuedEvent | undefined {
-    let i = this.head;
-    while (i < this.events.length) {
-      const event = this.events[i];
-      const live = event.startBy >= now;
-      if (live && !ready(event)) {
-        i++;
+    for (let looked = 0; looked < this.ring.length;) {
+      const index = (this.turn %= this.ring.length);
+      const key = this.ring[index];
+      const event = this.takeFrom(this.lanes.get(key)!, now, expired, ready);
+      if (this.dropIfEmpty(key, index)) {
+        if (event) return event;
         continue;
       }
-      if (i === this.head) this.head++;
-      else this.events.splice(i, 1);
-      if (live) {
-        // The expiry timer may now fire early; `expire` plans it again then.
-        this.compact();
-        return event;
-      }
-      expired(event);
-      i = Math.max(i, this.head);
+      this.turn = index + 1;
+      if (event) return event;
+      looked++;
     }
-    this.compact();
     return undefined;
   }
 
-  /** Events already past their `startBy`, removed (they are at the front: oldest claim first). */
+  /** Events already past their `startBy`, removed (each lane's oldest claims are at its front). */
   expire(now: number): QueuedEvent[] {
     const gone: QueuedEvent[] = [];
-    while (this.head < this.events.length && this.events[this.head].startBy < now) {
-      gone.push(this.events[this.head++]);
+    for (let index = this.ring.length - 1; index >= 0; index--) {
+      const key = this.ring[index];
+      const lane = this.lanes.get(key)!;
+      while (lane.head < lane.events.length && lane.events[lane.head].startBy < now) {
+        gone.push(lane.events[lane.head++]);
+        this.size--;
+      }
+      this.dropIfEmpty(key, index);
     }
-    this.compact();
     this.planExpiry();
     return gone;
   }
 
   /** Every waiting event, removed (shutdown gives them back). */
   drain(): QueuedEvent[] {
-    const all = this.events.slice(this.head);
-    this.events.length = 0;
-    this.head = 0;
+    const all: QueuedEvent[] = [];
+    for (const key of this.ring) {
+      const lane = this.lanes.get(key)!;
+      all.push(...lane.events.slice(lane.head));
+    }
+    this.lanes.clear();
+    this.ring.length = 0;
+    this.turn = 0;
+    this.size = 0;
     this.planExpiry();
     return all;
+  }
+
+  private takeFrom(
+    lane: Lane,
+    now: number,
+    expired: (event: QueuedEvent) => void,
+    ready: (event: QueuedEvent) => boolean,
+  ): QueuedEvent | undefined {
+    let i = lane.head;
+    while (i < lane.events.length) {
+      const event = lane.events[i];
+      const live = event.startBy >= now;
+      if (live && !ready(event)) {
+        i++;
+        continue;
+      }
+      if (i === lane.head) lane.head++;
+      else lane.events.splice(i, 1);
+      this.size--;
+      // The expiry timer may now fire early; `expire` plans it again then.
+      if (live) return event;
+      expired(event);
+      i = Math.max(i, lane.head);
+    }
+    return undefined;
+  }
+
+  /** Removes the lane at `index` of the ring once it has no events; whether it did. */
+  private dropIfEmpty(key: string, index: number): boolean {
+    const lane = this.lanes.get(key)!;
+    if (lane.head < lane.events.length) {
+      if (lane.head > 1024 && lane.head * 2 > lane.events.length) {
+        lane.events.splice(0, lane.head);
+        lane.head = 0;
+      }
+      return false;
+    }
+    this.lanes.delete(key);
+    this.ring.splice(index, 1);
+    if (this.turn > index) this.turn--;
+    return true;
   }
 
   /**
@@ -95,8 +163,10 @@ export class LocalQueue {
    */
   private planExpiry(): void {
     let soonest = Infinity;
-    for (let i = this.head; i < this.events.length; i++) {
-      soonest = Math.min(soonest, this.events[i].startBy);
+    for (const lane of this.lanes.values()) {
+      for (let i = lane.head; i < lane.events.length; i++) {
+        soonest = Math.min(soonest, lane.events[i].startBy);
+      }
     }
     if (soonest === this.timerAt) return;
     clearTimeout(this.timer);
@@ -109,15 +179,5 @@ export class LocalQueue {
       },
       Math.max(0, soonest - Date.now() + 1),
     );
-  }
-
-  private compact(): void {
-    if (this.head === this.events.length) {
-      this.events.length = 0;
-      this.head = 0;
-    } else if (this.head > 1024 && this.head * 2 > this.events.length) {
-      this.events.splice(0, this.head);
-      this.head = 0;
-    }
   }
 }

@@ -116,8 +116,8 @@ export class OutboxEngine
       () => this.listener,
       (line) => this.logger.warn(line),
     );
-    this.executor = new OutboxExecutor(registry, runner, this.completer, () =>
-      this.producer.slotFreed(),
+    this.executor = new OutboxExecutor(registry, runner, this.completer, (heldMs) =>
+      this.producer.slotFreed(heldMs),
     );
     this.producer = new OutboxProducer(
       repository,

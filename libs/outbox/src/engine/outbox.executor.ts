@@ -44,8 +44,11 @@ export class OutboxExecutor {
     private readonly registry: EventDispatcher,
     private readonly runner: HandlerRunner,
     private readonly completer: OutboxCompleter,
-    /** Told each time a slot frees up. */
-    private readonly onSlotFree: () => void = () => undefined,
+    /**
+     * Told each time a slot frees up; with how long its event held it (ms) when an event's
+     * handlers gave it back.
+     */
+    private readonly onSlotFree: (heldMs?: number) => void = () => undefined,
   ) {}
 
   /** Events holding a slot: their handlers are running, overdue ones included. */
@@ -146,13 +149,14 @@ export class OutboxExecutor {
     });
     let released = false;
     const token = {};
+    const startedAt = performance.now();
     void run.released
       .then(() => {
         released = true;
         this.late.delete(token);
         this.busy--;
         this.waiting++;
-        this.onSlotFree();
+        this.onSlotFree(performance.now() - startedAt);
         return run.ended;
       })
       .then(() => {

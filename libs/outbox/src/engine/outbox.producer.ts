@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { Logger } from '@nestjs/common';
 import type { OutboxCompleter } from './outbox.completer';
 import type { ClaimLease, ExecutionResult, OutboxExecutor } from './outbox.executor';
@@ -11,6 +12,7 @@ import { DeadLook } from './dead-look';
 import { ClaimsInFlight } from './claims-in-flight';
 import type { ProducerHooks, ProducerMode, ProducerOptions } from './producer.types';
 import { WakeTimer } from './wake-timer';
+import { QueueDepth } from './queue-depth';
 
 /**
  * The first step of the flow (claim → execute → complete). It owns `concurrency` slots and a
@@ -48,15 +50,10 @@ export class OutboxProducer {
     this.startQueued();
     this.pump();
   });
+  /** How many events the queue may hold now. */
+  private readonly depth: QueueDepth;
   private readonly dueRange = new DueRange();
   private readonly deadLook = new DeadLook();
-  /**
-   * How many events the queue may hold now, up to `localQueue.size`: none once events waited out
-   * their TTL (slots held by slow handlers: claiming more would only give them back, and the
-   * events given back are for other instances), doubled each time a slot frees to find the
-   * queue empty.
-   */
-  private queueLimit: number;
 
   constructor(
     private readonly repository: OutboxLeaseStore,
@@ -66,7 +63,7 @@ export class OutboxProducer {
     private readonly hooks: ProducerHooks = {},
   ) {
     this.maxUnsettled = 2 * Math.max(options.batchSize, options.concurrency);
-    this.queueLimit = options.localQueue.size;
+    this.depth = new QueueDepth(options.localQueue.size, options.concurrency);
   }
 
   /** What it does now: see `ProducerMode`. */
@@ -146,11 +143,13 @@ export class OutboxProducer {
     this.dueRange.lower(at);
   }
 
-  /** A slot freed: it takes the next queued event at once, and the queue is refilled if low. */
-  slotFreed(): void {
-    if (this.queue.length === 0 && this.queueLimit < this.options.localQueue.size) {
-      this.queueLimit = Math.min(this.options.localQueue.size, Math.max(1, this.queueLimit * 2));
-    }
+  /**
+   * A slot freed: it takes the next queued event at once, and the queue is refilled if low.
+   * `heldMs`: how long the event that gave it back held it.
+   */
+  slotFreed(heldMs?: number): void {
+    if (heldMs !== undefined) this.depth.held(heldMs);
+    if (this.queue.length === 0) this.depth.ranDry();
     this.startQueued();
     this.pump();
   }
@@ -207,10 +206,11 @@ export class OutboxProducer {
    */
   private wanted(): number {
     const { concurrency, batchSize } = this.options;
-    const queueRoom = this.claims.backlog ? this.queueLimit : 0;
+    const queueLimit = this.depth.cap;
+    const queueRoom = this.claims.backlog ? queueLimit : 0;
     const room = concurrency + queueRoom - this.executor.active - this.queue.length - this.reserved;
     const want = Math.max(0, Math.min(room, batchSize));
-    if (this.queue.length > 0 && want < Math.min(batchSize, Math.ceil(this.queueLimit / 2))) {
+    if (this.queue.length > 0 && want < Math.min(batchSize, Math.ceil(queueLimit / 2))) {
       return 0;
     }
     return want;
@@ -261,7 +261,8 @@ export class OutboxProducer {
             // starts what it brought in free slots); the lease bounds it as well.
             const latest = this.executor.latestStart(handlers, lease);
             const startBy = Math.min(arrivedAt + this.options.localQueue.ttlMs, latest);
-            const event = { record, handlers, lease, startBy };
+            const lane = this.options.fair ? record.partition : '';
+            const event = { record, handlers, lease, startBy, lane };
             // Claimed while stopping: give it back for another instance to take at once.
             if (this.running) this.queue.push(event);
             else this.giveBack(event);
@@ -292,6 +293,7 @@ export class OutboxProducer {
     if (!this.running) return;
     const now = Date.now();
     const expired: QueuedEvent[] = [];
+    let started = 0;
     while (this.executor.active < this.options.concurrency) {
       const event = this.queue.take(
         now,
@@ -299,11 +301,14 @@ export class OutboxProducer {
         (queued) => this.executor.ready(queued.record),
       );
       if (!event) break;
+      started++;
       void this.executor.start(event.record, event.handlers, event.lease, this.abandon);
     }
+    if (this.queue.length === 0) this.depth.emptied();
+    else this.depth.started(started, performance.now());
     expired.push(...this.queue.expire(now));
     if (expired.length > 0) {
-      this.queueLimit = 0;
+      this.depth.expired();
       for (const event of expired) this.giveBack(event);
     }
   }
@@ -339,6 +344,7 @@ export class OutboxProducer {
         dueFrom: ticket.from,
         includeDead,
         skipDead: this.options.skipDead?.(),
+        fair: this.options.fair,
       });
     } catch (err) {
       this.claimFailing(ticket, err as Error);

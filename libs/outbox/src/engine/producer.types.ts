@@ -26,6 +26,8 @@ export type ProducerOptions = Pick<ResolvedOutboxOptions, 'concurrency' | 'lease
   > & {
     /** Read at each claim: the ordered handlers whose dead events do not hold their key. */
     skipDead?: () => readonly string[] | undefined;
+    /** Share claims out across partitions (`fairness.enabled`). */
+    fair?: boolean;
   };
 
 /** What the producer tells its owner. */
@@ -46,6 +48,6 @@ export function producerOptions(
   options: ResolvedOutboxOptions,
   skipDead: ProducerOptions['skipDead'],
 ): ProducerOptions {
-  const { tuning, concurrency, leaseMs, types } = options;
-  return { ...tuning, concurrency, leaseMs, types, skipDead };
+  const { tuning, concurrency, leaseMs, types, fairness } = options;
+  return { ...tuning, concurrency, leaseMs, types, skipDead, fair: fairness.enabled };
 }

@@ -28,7 +28,7 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * far date of rows only a replay brings back (`NEVER_DUE`), written out as migrations are frozen.
  * Not 'infinity', which PostgreSQL before 17 cannot subtract from, as the state probes do.
  */
-const PARKED = `timestamptz '9999-12-31 00:00:00+00'`;
+export const PARKED = `timestamptz '9999-12-31 00:00:00+00'`;
 
 /** The payload of the outbox's wakes (`WAKE_PAYLOAD`): the transaction's now() in epoch ms. */
 const WAKE = `(floor(extract(epoch FROM now()) * 1000))::bigint::text`;
@@ -139,19 +139,21 @@ const ORDERED_DONE_FUNCTION = `
   $done$`;
 
 /**
- * The live claim's two forms. With the due rows it picks, it takes the parked events that follow
- * a picked event in its key (up to what the limit leaves), in place order: a key's queue then
- * runs in this process from one claim, each event after the one before it has settled (the
- * engine chains them by `after`), rather than at one claim and one wake per event. Only the
- * first picked event of a key heads a chain; another picked event of the key is not chained (its
- * unordered handlers run at once). `held` is what an earlier event outside the chain holds: one
- * inside it is the chain's to wait for. The parked events are looked up first and locked once
- * the limit has chosen them, so a claim never locks an event it does not take (a done skips a
- * locked event, trusting its locker to settle it).
+ * What a live claim function picks and returns beyond the events: `pick`, its WITH clause up to
+ * and including `picked (id, next_attempt_at, ordering_key, ordering_position)`, locked; `batch`,
+ * the columns a picked and a chained row add to the batch; `returned`, the columns the function
+ * returns after `after`.
  */
-function claimFrom(lowerBound: string): string {
-  return `
-    RETURN QUERY
+export interface ClaimShape {
+  pick: string;
+  batch?: { picked: string; chained: string };
+  returned?: string;
+}
+
+/** The first due rows in due order: `outbox_claim_live_v2`'s pick. */
+function duePick(lowerBound: string): ClaimShape {
+  return {
+    pick: `
     WITH picked AS (
       SELECT o.id, o.next_attempt_at, o.ordering_key, o.ordering_position
       FROM outbox_event AS o
@@ -162,7 +164,24 @@ function claimFrom(lowerBound: string): string {
       ORDER BY o.next_attempt_at, o.id
       LIMIT p_limit
       FOR UPDATE SKIP LOCKED
-    ),
+    ),`,
+  };
+}
+
+/**
+ * The live claim's two forms. With the due rows it picks, it takes the parked events that follow
+ * a picked event in its key (up to what the limit leaves), in place order: a key's queue then
+ * runs in this process from one claim, each event after the one before it has settled (the
+ * engine chains them by `after`), rather than at one claim and one wake per event. Only the
+ * first picked event of a key heads a chain; another picked event of the key is not chained (its
+ * unordered handlers run at once). `held` is what an earlier event outside the chain holds: one
+ * inside it is the chain's to wait for. The parked events are looked up first and locked once
+ * the limit has chosen them, so a claim never locks an event it does not take (a done skips a
+ * locked event, trusting its locker to settle it).
+ */
+export function claimFrom(lowerBound: string, shape: ClaimShape = duePick(lowerBound)): string {
+  return `
+    RETURN QUERY${shape.pick}
     -- The first picked event of each key heads its chain.
     heads AS (
       SELECT p.id, p.next_attempt_at, p.ordering_key, p.ordering_position
@@ -205,10 +224,10 @@ function claimFrom(lowerBound: string): string {
     ),
     batch AS MATERIALIZED (
       SELECT id, next_attempt_at AS due, next_attempt_at AS group_due, id AS group_id,
-             id IN (SELECT heads.id FROM heads) AS chain
+             id IN (SELECT heads.id FROM heads) AS chain${shape.batch?.picked ?? ''}
       FROM picked
       UNION ALL
-      SELECT id, now(), group_due, group_id, true FROM chained
+      SELECT id, now(), group_due, group_id, true${shape.batch?.chained ?? ''} FROM chained
     ),
     claimed AS (
       UPDATE outbox_event AS e
@@ -225,7 +244,9 @@ function claimFrom(lowerBound: string): string {
                 ELSE ${HELD('(claimed.e)')} END,
            CASE WHEN batch.chain AND (claimed.e).ordering_position IS NOT NULL
              THEN lag((claimed.e).id) OVER (PARTITION BY batch.chain, (claimed.e).ordering_key
-                                            ORDER BY (claimed.e).ordering_position) END
+                                            ORDER BY (claimed.e).ordering_position) END${
+                                              shape.returned ?? ''
+                                            }
     FROM claimed
     JOIN batch ON batch.id = (claimed.e).id
     ORDER BY batch.group_due, batch.group_id, (claimed.e).ordering_position;`;

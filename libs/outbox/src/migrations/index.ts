@@ -12,6 +12,8 @@ import { OutboxClaimFunction1772000000000 } from './1772000000000-outbox-claim-f
 import { OutboxOrdering1773000000000 } from './1773000000000-outbox-ordering';
 import { OutboxOrderingIndexes1773500000000 } from './1773500000000-outbox-ordering-indexes';
 import { OutboxClaimPlans1774000000000 } from './1774000000000-outbox-claim-plans';
+import { OutboxFairClaims1775000000000 } from './1775000000000-outbox-fair-claims';
+import { OutboxFairIndex1775500000000 } from './1775500000000-outbox-fair-index';
 import { InvalidOutboxMigrationsOptionsError } from '../outbox.errors';
 
 /** A migration class, as TypeORM's `migrations` option takes it. */
@@ -38,6 +40,8 @@ export const OUTBOX_MIGRATIONS: OutboxMigration[] = [
   OutboxOrdering1773000000000,
   OutboxOrderingIndexes1773500000000,
   OutboxClaimPlans1774000000000,
+  OutboxFairClaims1775000000000,
+  OutboxFairIndex1775500000000,
 ];
 
 /** The migrations whose only work is building (and dropping) indexes on `outbox_event`. */
@@ -45,6 +49,7 @@ const INDEX_MIGRATIONS: ReadonlySet<OutboxMigration> = new Set<OutboxMigration>(
   OutboxDiscardIndexes1768500000000,
   OutboxOrganizationTypeIndex1770000000000,
   OutboxOrderingIndexes1773500000000,
+  OutboxFairIndex1775500000000,
 ]);
 
 export interface OutboxMigrationsOptions {
@@ -97,3 +102,5 @@ export * from './1772000000000-outbox-claim-function';
 export * from './1773000000000-outbox-ordering';
 export * from './1773500000000-outbox-ordering-indexes';
 export * from './1774000000000-outbox-claim-plans';
+export * from './1775000000000-outbox-fair-claims';
+export * from './1775500000000-outbox-fair-index';

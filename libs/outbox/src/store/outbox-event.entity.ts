@@ -45,6 +45,8 @@ export interface HandlerFailure {
 @Index('outbox_event_organization_type_idx', ['organizationId', 'type', 'occurredAt', 'id'], {
   where: 'organization_id IS NOT NULL',
 })
+// An index on an expression, which @Index cannot declare: TypeORM is told to leave it alone.
+@Index('outbox_event_fair_idx', { synchronize: false })
 export class OutboxEventEntity {
   @PrimaryColumn({ type: 'uuid', primaryKeyConstraintName: 'outbox_event_pkey' })
   id!: string;
@@ -112,6 +114,10 @@ export class OutboxEventEntity {
 
   @Column({ name: 'ordered_for', type: 'text', array: true, nullable: true })
   orderedFor!: string[] | null;
+
+  /** The partition fair claims share out by, when the emitter named one (`partitionKey`). */
+  @Column({ name: 'partition_key', type: 'text', nullable: true })
+  partitionKey!: string | null;
 
   // See `metadata` for why the default is a JSON value.
   @Column({ type: 'jsonb', default: {} })

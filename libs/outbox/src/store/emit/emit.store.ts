@@ -10,6 +10,7 @@ import {
   conflictParameters,
   enqueueParameters,
   enqueueStatement,
+  namesPartition,
   wakeParameters,
 } from './enqueue.sql';
 import { toOutboxRow, type OutboxRow } from './outbox-event.validator';
@@ -79,11 +80,12 @@ export class OutboxEmitStore extends ClientStore {
     const inserted = new Set<string>();
     for (let start = 0; start < rows.length; start += ENQUEUE_MAX_ROWS) {
       const chunk = rows.slice(start, start + ENQUEUE_MAX_ROWS);
+      const partitioned = namesPartition(chunk);
       const result = await this.client.runIn(
         'enqueue',
         manager,
-        enqueueStatement(chunk.length, notify),
-        enqueueParameters(chunk, notify ? this.client.channel : null),
+        enqueueStatement(chunk.length, notify, partitioned),
+        enqueueParameters(chunk, notify ? this.client.channel : null, partitioned),
         (written: { id: string; due_from?: string }[]) => {
           for (const row of written) inserted.add(row.id);
           const dueFrom = written[0]?.due_from;

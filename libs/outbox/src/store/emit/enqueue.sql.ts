@@ -17,6 +17,18 @@ export const ENQUEUE_COLUMNS = [
   'ordering_key',
 ] as const;
 
+/**
+ * `ENQUEUE_COLUMNS` and `partition_key`, for a chunk in which an event names its partition.
+ * Other chunks leave the column out, so an app that never names one emits whether or not
+ * `OutboxFairClaims1775000000000` has run.
+ */
+export const ENQUEUE_PARTITIONED_COLUMNS = [...ENQUEUE_COLUMNS, 'partition_key'] as const;
+
+/** Whether any of `rows` names its partition: then the chunk writes `partition_key`. */
+export function namesPartition(rows: readonly OutboxRow[]): boolean {
+  return rows.some((row) => row.partition_key !== null);
+}
+
 /** Rows per enqueue statement, far below PostgreSQL's 65,535 bind parameters. */
 export const ENQUEUE_MAX_ROWS = 1000;
 
@@ -35,17 +47,18 @@ const enqueueStatements = new Map<string, string>();
  * caller tells a duplicate from a new event.
  * Parameters: the columns of ENQUEUE_COLUMNS for each row, then the channel (with `notify`).
  */
-export function enqueueStatement(rows: number, notify = true): string {
-  const key = `${rows}:${notify}`;
+export function enqueueStatement(rows: number, notify = true, partitioned = false): string {
+  const key = `${rows}:${notify}:${partitioned}`;
   let statement = enqueueStatements.get(key);
   if (statement) return statement;
-  const width = ENQUEUE_COLUMNS.length;
+  const columns = partitioned ? ENQUEUE_PARTITIONED_COLUMNS : ENQUEUE_COLUMNS;
+  const width = columns.length;
   const values = Array.from({ length: rows }, (_, row) => {
     const first = row * width;
-    return `(${ENQUEUE_COLUMNS.map((_, column) => `$${first + column + 1}`).join(', ')})`;
+    return `(${columns.map((_, column) => `$${first + column + 1}`).join(', ')})`;
   });
   statement = `
-  INSERT INTO outbox_event (${ENQUEUE_COLUMNS.join(', ')})
+  INSERT INTO outbox_event (${columns.join(', ')})
   VALUES ${values.join(',\n         ')}
   ON CONFLICT (id) DO NOTHING
   RETURNING id, ${notify ? `pg_notify($${rows * width + 1}, ${WAKE_PAYLOAD})` : `${WAKE_PAYLOAD} AS due_from`}
@@ -85,8 +98,15 @@ export const FIND_CONFLICTING = `
          coalesce(s.doc->>'ordering_key', (s.doc->>'aggregate_type') || ':' || (s.doc->>'aggregate_id')))
 `;
 
-/** The columns of ENQUEUE_COLUMNS for each row, then the channel when `channel` is given. */
-export function enqueueParameters(rows: readonly OutboxRow[], channel: string | null): unknown[] {
+/**
+ * The columns of ENQUEUE_COLUMNS (ENQUEUE_PARTITIONED_COLUMNS when `partitioned`) for each row,
+ * then the channel when `channel` is given.
+ */
+export function enqueueParameters(
+  rows: readonly OutboxRow[],
+  channel: string | null,
+  partitioned = false,
+): unknown[] {
   const parameters = rows.flatMap((row) => [
     row.id,
     row.type,
@@ -99,6 +119,7 @@ export function enqueueParameters(rows: readonly OutboxRow[], channel: string | 
     row.causation_id,
     row.correlation_id,
     row.ordering_key,
+    ...(partitioned ? [row.partition_key] : []),
   ]);
   if (channel !== null) parameters.push(channel);
   return parameters;

@@ -9,7 +9,7 @@ import { findJsonProblem, findTextProblem } from './json-serializable.util';
  * An event ready for the enqueue statement: the row's columns (the database sets
  * `occurred_at`), JSON-safe values, an id.
  */
-export type OutboxRow = Omit<EventRow, 'occurred_at'>;
+export type OutboxRow = Omit<EventRow, 'occurred_at'> & { partition_key: string | null };
 
 /**
  * Checks one event and shapes it for the enqueue statement. Throws a typed error naming the
@@ -41,7 +41,8 @@ export function toOutboxRow(event: NewOutboxEvent): OutboxRow {
     metadata,
     causation_id: causationId === null ? null : requireUuid('causationId', causationId),
     correlation_id: optionalText('correlationId', event.correlationId),
-    ordering_key: optionalOrderingKey(event.orderingKey),
+    ordering_key: optionalKey('orderingKey', event.orderingKey),
+    partition_key: optionalKey('partitionKey', event.partitionKey),
   };
 }
 
@@ -75,14 +76,17 @@ function optionalText(field: string, value: unknown): string | null {
   return requireText(field, value);
 }
 
-/** Longest ordering key: a key is compared and indexed on every ordered claim. */
+/**
+ * Longest ordering or partition key: a key is compared and indexed on every ordered (or fair)
+ * claim.
+ */
 export const MAX_ORDERING_KEY_LENGTH = 256;
 
-function optionalOrderingKey(value: unknown): string | null {
-  const key = optionalText('orderingKey', value);
+function optionalKey(field: 'orderingKey' | 'partitionKey', value: unknown): string | null {
+  const key = optionalText(field, value);
   if (key !== null && key.length > MAX_ORDERING_KEY_LENGTH) {
     throw new InvalidOutboxEventError(
-      'orderingKey',
+      field,
       `${key.slice(0, MAX_ECHOED_LENGTH)}…`,
       `a string of at most ${MAX_ORDERING_KEY_LENGTH} characters (got ${key.length})`,
     );

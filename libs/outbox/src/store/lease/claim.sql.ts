@@ -141,13 +141,8 @@ export const CLAIM_LIVE = `
   ),${LEASE_PICKED}
 `;
 
-/**
- * `CLAIM_LIVE` through `outbox_claim_live_v2` (migration `OutboxOrdering1773000000000`),
- * the same rows in the same shape, and the parked events that follow a picked one in its key
- * (chained by `after`): the server plans this call, not the claim, on every claim.
- */
-export const CLAIM_LIVE_CALL = `
-  SELECT (c.event).id, (c.event).type, (c.event).aggregate_type, (c.event).aggregate_id,
+/** What every claim function's row `c` gives, as `toRecords` reads it. */
+const CALLED = `(c.event).id, (c.event).type, (c.event).aggregate_type, (c.event).aggregate_id,
          (c.event).organization_id, (c.event).request_id, (c.event).payload, (c.event).metadata,
          (c.event).causation_id, (c.event).correlation_id, (c.event).ordering_key,
          (c.event).attempts, (c.event).last_error,
@@ -156,16 +151,52 @@ export const CLAIM_LIVE_CALL = `
          (extract(epoch FROM now()) * 1000)::float8 AS claimed_ms,
          c.due_ms,
          c.held,
-         c.after
+         c.after`;
+
+/**
+ * `CLAIM_LIVE` through `outbox_claim_live_v2` (migration `OutboxOrdering1773000000000`),
+ * the same rows in the same shape, and the parked events that follow a picked one in its key
+ * (chained by `after`): the server plans this call, not the claim, on every claim.
+ */
+export const CLAIM_LIVE_CALL = `
+  SELECT ${CALLED}
   FROM outbox_claim_live_v2($1::int, $2::float8, $3::text[], $4::timestamptz, $5::text[])
        WITH ORDINALITY AS c (event, due_ms, held, after, position)
   ORDER BY c.position
 `;
 
-/** Whether this database has the claim function, found through search_path as the call is. */
-export const CLAIM_FUNCTION_PRESENT = `
+/**
+ * `CLAIM_LIVE_CALL` through `outbox_claim_fair_v1` (migration `OutboxFairClaims1775000000000`):
+ * the claim shared out across partitions, from after partition $6, visiting at most $7 of them.
+ * Each row also tells its partition, whether the fill took it (`from_fill`), and where the visit
+ * stopped (`visited`, the same on every row).
+ */
+export const CLAIM_FAIR_CALL = `
+  SELECT ${CALLED},
+         coalesce((c.event).partition_key, (c.event).organization_id, '') AS partition,
+         c.from_fill,
+         c.visited
+  FROM outbox_claim_fair_v1($1::int, $2::float8, $3::text[], $4::timestamptz, $5::text[],
+                            $6::text, $7::int)
+       WITH ORDINALITY AS c (event, due_ms, held, after, from_fill, visited, position)
+  ORDER BY c.position
+`;
+
+/**
+ * Which claim functions this database has, found through search_path as the calls are: the
+ * fair one counts only with its index built and valid (a claim without it would read the due
+ * index for every partition).
+ */
+export const CLAIM_FUNCTIONS_PRESENT = `
   SELECT to_regprocedure('outbox_claim_live_v2(integer, double precision, text[], timestamptz, text[])')
-           IS NOT NULL AS present`;
+           IS NOT NULL AS chained,
+         to_regprocedure('outbox_claim_fair_v1(integer, double precision, text[], timestamptz, text[], text, integer)')
+           IS NOT NULL
+           AND coalesce((SELECT i.indisvalid FROM pg_index AS i
+                         WHERE i.indexrelid = to_regclass('outbox_event_fair_idx')), false) AS fair`;
+
+/** Most partitions one fair claim visits: each costs an index probe of about 3 buffers. */
+export const FAIR_VISIT_MAX = 500;
 
 /**
  * $1 limit, $2 lease ms, $3 types (text[] or null), $4 live rows due from (or null: all), $5 the
@@ -182,12 +213,17 @@ export function claimParameters(options: ClaimOptions): unknown[] {
   ];
 }
 
+/** `claimParameters`, then $6 the partition to start after, $7 how many partitions to visit. */
+export function fairClaimParameters(options: ClaimOptions, after: string): unknown[] {
+  return [...claimParameters(options), after, Math.min(options.limit, FAIR_VISIT_MAX)];
+}
+
 const NONE_HELD: readonly string[] = Object.freeze([]);
 /** What most claimed rows carry: read-only, so one object serves every row. */
 const NONE_DELIVERED: DeliveryStateRow['deliveries'] = Object.freeze({});
 const NONE_FAILED: DeliveryStateRow['failures'] = Object.freeze({});
 
-interface ClaimedRow
+export interface ClaimedRow
   extends
     Omit<EventRow, 'occurred_at'>,
     Omit<DeliveryStateRow, 'deliveries' | 'failures' | 'dead_at'> {
@@ -201,6 +237,10 @@ interface ClaimedRow
   held: string[] | null;
   /** Only the claim function chains a key's events (`outbox_claim_live_v2`). */
   after?: string | null;
+  /** Only the fair claim tells these (`outbox_claim_fair_v1`). */
+  partition?: string;
+  from_fill?: boolean;
+  visited?: string | null;
 }
 
 /**
@@ -235,6 +275,8 @@ export function toRecords(rows: ClaimedRow[]): OutboxRecord[] {
     held: row.held?.length ? row.held : NONE_HELD,
     sequenced: row.held !== null,
     after: row.after ?? null,
+    partition: row.partition ?? row.organization_id ?? '',
+    fromFill: row.from_fill,
   }));
 }
 

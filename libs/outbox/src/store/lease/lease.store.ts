@@ -2,11 +2,14 @@ import { ok, type OutboxResult } from '../outbox.result';
 import { ClientStore, type OutboxStoreOptions } from '../store.client';
 import {
   CLAIM,
-  CLAIM_FUNCTION_PRESENT,
+  CLAIM_FAIR_CALL,
+  CLAIM_FUNCTIONS_PRESENT,
   CLAIM_LIVE,
   CLAIM_LIVE_CALL,
   claimParameters,
+  fairClaimParameters,
   toRecords,
+  type ClaimedRow,
 } from './claim.sql';
 import { ClaimFunction, UNDEFINED_FUNCTION } from './claim-function';
 import { orderedDone, PARK, parkParameters } from '../ordering/ordered-settle.sql';
@@ -60,10 +63,21 @@ const DEFAULT_COUNT_LIMIT = 1000;
  */
 export class OutboxLeaseStore extends ClientStore {
   private readonly claimFunction = new ClaimFunction(() =>
-    this.client.run('claim', CLAIM_FUNCTION_PRESENT, [], (rows: { present: boolean }[]) =>
-      Boolean(rows[0]?.present),
+    this.client.run(
+      'claim',
+      CLAIM_FUNCTIONS_PRESENT,
+      [],
+      (rows: { chained: boolean; fair: boolean }[]) => ({
+        chained: Boolean(rows[0]?.chained),
+        fair: Boolean(rows[0]?.fair),
+      }),
     ),
   );
+  /**
+   * Where the last fair claim's visit of the partitions stopped: the next one starts after it,
+   * so partitions beyond one claim's visit take their turn. '' (before every partition) at first.
+   */
+  private fairAfter = '';
 
   /**
    * The longest a claim can take whatever the database does: it may look up the claim function
@@ -76,24 +90,50 @@ export class OutboxLeaseStore extends ClientStore {
   /**
    * Leases due live rows, and due dead rows unless `includeDead` is false, for `leaseMs`. Claim
    * order is due order: the time each row became claimable, ties by id (time-ordered UUIDv7, so
-   * occurrence order for generated ids).
+   * occurrence order for generated ids); a live claim with `fair` shares the limit out across
+   * partitions first (see `outbox_claim_fair_v1`).
    */
   async claim(options: ClaimOptions): Promise<OutboxResult<OutboxRecord[]>> {
-    if (options.includeDead !== false) return this.runClaim(CLAIM, options);
-    const throughFunction = await this.claimFunction.use();
-    const result = await this.runClaim(throughFunction ? CLAIM_LIVE_CALL : CLAIM_LIVE, options);
-    if (throughFunction && !result.ok && result.error.code === UNDEFINED_FUNCTION) {
+    if (options.includeDead !== false) return this.runClaim(CLAIM, claimParameters(options));
+    const functions = await this.claimFunction.use(options.fair === true);
+    const fair = options.fair === true && functions.fair;
+    const result = fair
+      ? await this.runClaim(
+          CLAIM_FAIR_CALL,
+          fairClaimParameters(options, this.fairAfter),
+          (rows) => {
+            if (rows.length > 0) this.fairAfter = rows[0].visited ?? '';
+          },
+        )
+      : await this.runClaim(
+          functions.chained ? CLAIM_LIVE_CALL : CLAIM_LIVE,
+          claimParameters(options),
+        );
+    if ((fair || functions.chained) && !result.ok && result.error.code === UNDEFINED_FUNCTION) {
       this.claimFunction.forget();
     }
     return result;
   }
 
-  private runClaim(statement: string, options: ClaimOptions) {
-    return this.client.run('claim', statement, claimParameters(options), toRecords, {
-      // A claim lost in a server crash only makes its rows claimable again at once, which is
-      // what a lease that never happened should mean; settles keep the server's durability.
-      asyncCommit: true,
-    });
+  private runClaim(
+    statement: string,
+    parameters: unknown[],
+    answered?: (rows: ClaimedRow[]) => void,
+  ): Promise<OutboxResult<OutboxRecord[]>> {
+    return this.client.run(
+      'claim',
+      statement,
+      parameters,
+      (rows: ClaimedRow[]) => {
+        answered?.(rows);
+        return toRecords(rows);
+      },
+      {
+        // A claim lost in a server crash only makes its rows claimable again at once, which is
+        // what a lease that never happened should mean; settles keep the server's durability.
+        asyncCommit: true,
+      },
+    );
   }
 
   /** Marks rows delivered; rows whose attempt count moved on are reported stale and untouched. */

@@ -36,6 +36,16 @@ export interface OutboxRecord<P = unknown> extends OutboxEvent<P> {
    * leaves out what that event and those before it in the claim hold.
    */
   after: string | null;
+  /**
+   * The partition fair claims share out by: the emitter's `partitionKey`, else the event's
+   * organization, else '' (one partition for every event that has neither).
+   */
+  partition: string;
+  /**
+   * Set by a fair claim: whether the row came from the fill in due order rather than from its
+   * partition's share. Undefined for a claim in due order.
+   */
+  fromFill?: boolean;
 }
 
 export interface ClaimOptions {
@@ -61,6 +71,11 @@ export interface ClaimOptions {
   dueFrom?: number | null;
   /** Ordered handlers whose dead events do not hold their key (`ordered: { onDead: 'skip' }`). */
   skipDead?: readonly string[];
+  /**
+   * Share a live claim out across partitions (see `OutboxRecord.partition`) once the database
+   * has the fair claim; due order when false or absent.
+   */
+  fair?: boolean;
 }
 
 /** The result of one handler run, reported back at settle time. */

@@ -1,0 +1,175 @@
+import { MigrationInterface, QueryRunner } from 'typeorm';
+import { claimFrom, PARKED, type ClaimShape } from './1773000000000-outbox-ordering';
+
+/**
+ * An event's partition: the key fair claims share out by. The emitter's `partitionKey`, else its
+ * organization; events with neither share one partition, ''. Written out as in the index
+ * (`OutboxFairIndex1775500000000`), which the planner matches by its text.
+ */
+const PARTITION = `coalesce(o.partition_key, o.organization_id, '')`;
+
+/**
+ * The rows of `outbox_event_fair_idx`: first tries waiting for a claim. Not leased, never failed,
+ * not parked behind an earlier event of their key: a partition whose only events are in flight,
+ * in backoff or parked has none, so looking for the partitions with work does not visit it.
+ */
+const WAITING_FIRST_TRY = `o.dispatched_at IS NULL
+        AND o.dead_at IS NULL
+        AND o.lease_expires_at IS NULL
+        AND o.failures = '{}'
+        AND o.next_attempt_at < ${PARKED}`;
+
+/** The first waiting first try of the partition after `after` (key order): its key and due time. */
+function nextPartition(after: string, upTo?: string): string {
+  return `
+        SELECT ${PARTITION} AS key, o.next_attempt_at AS due
+        FROM outbox_event AS o
+        WHERE ${WAITING_FIRST_TRY}${after ? `\n        AND ${PARTITION} > ${after}` : ''}${
+          upTo ? `\n        AND ${PARTITION} <= ${upTo}` : ''
+        }
+        ORDER BY ${PARTITION}, o.next_attempt_at, o.id
+        LIMIT 1`;
+}
+
+/**
+ * The fair pick. A skip scan of `outbox_event_fair_idx` finds the partitions that have a waiting
+ * first try, one index probe each, starting after `p_after` (where the previous claim stopped)
+ * and coming round from the start, at most `p_visit` of them. Each whose first try is due gets
+ * an equal share of the limit, its rows in due order; the rest of the limit (shares a partition
+ * could not fill, and retries, which have no share) is filled in due order. A partition with one
+ * due event is served by the next claim that reaches it, whatever another has waiting, and the
+ * pick reads about one index probe per partition with work plus the rows it takes.
+ *
+ * `filled`: the row came from the fill. The fill takes the first due rows not in a share, so
+ * every due row before its last one is taken (or locked by another claim): the engine's head of
+ * the due range may move there (see `DueRange`). `visited`: the last partition the scan reached,
+ * where the next claim starts.
+ */
+function fairPick(lowerBound: string): ClaimShape {
+  return {
+    pick: `
+    WITH RECURSIVE ahead AS (
+      SELECT 1 AS n, first.key, first.due
+      FROM (${nextPartition('p_after')}) AS first
+      UNION ALL
+      SELECT a.n + 1, step.key, step.due
+      FROM ahead AS a
+      CROSS JOIN LATERAL (${nextPartition('a.key')}) AS step
+      WHERE a.n < p_visit
+    ),
+    behind AS (
+      SELECT 1 AS n, first.key, first.due
+      FROM (${nextPartition('', 'p_after')}) AS first
+      WHERE (SELECT count(*) FROM ahead) < p_visit
+      UNION ALL
+      SELECT b.n + 1, step.key, step.due
+      FROM behind AS b
+      CROSS JOIN LATERAL (${nextPartition('b.key', 'p_after')}) AS step
+      WHERE b.n + (SELECT count(*) FROM ahead) < p_visit
+    ),
+    due_partitions AS (
+      SELECT v.key,
+             row_number() OVER (ORDER BY v.round, v.n) AS i,
+             count(*) OVER () AS due_count
+      FROM (SELECT 1 AS round, ahead.* FROM ahead UNION ALL SELECT 2, behind.* FROM behind) AS v
+      WHERE v.due <= now()
+    ),
+    shares AS (
+      SELECT s.id, s.next_attempt_at, s.ordering_key, s.ordering_position
+      FROM due_partitions AS d
+      CROSS JOIN LATERAL (
+        SELECT o.id, o.next_attempt_at, o.ordering_key, o.ordering_position
+        FROM outbox_event AS o
+        WHERE ${WAITING_FIRST_TRY}
+          AND ${PARTITION} = d.key
+          AND o.next_attempt_at <= now()${lowerBound}
+          AND (p_types IS NULL OR o.type = ANY (p_types))
+        ORDER BY ${PARTITION}, o.next_attempt_at, o.id
+        LIMIT p_limit / d.due_count + CASE WHEN d.i <= p_limit % d.due_count THEN 1 ELSE 0 END
+        FOR UPDATE OF o SKIP LOCKED
+      ) AS s
+    ),
+    fill AS (
+      SELECT o.id, o.next_attempt_at, o.ordering_key, o.ordering_position
+      FROM outbox_event AS o
+      WHERE o.dispatched_at IS NULL
+        AND o.dead_at IS NULL
+        AND o.next_attempt_at <= now()${lowerBound}
+        AND (p_types IS NULL OR o.type = ANY (p_types))
+        -- A transaction does not skip its own locks: the rows of the shares are left out by id.
+        AND o.id <> ALL (ARRAY(SELECT shares.id FROM shares))
+      ORDER BY o.next_attempt_at, o.id
+      LIMIT greatest(0, p_limit - (SELECT count(*) FROM shares))
+      FOR UPDATE SKIP LOCKED
+    ),
+    picked AS (
+      SELECT shares.*, false AS from_fill FROM shares
+      UNION ALL
+      SELECT fill.*, true FROM fill
+    ),`,
+    batch: { picked: `, picked.from_fill`, chained: `, false` },
+    returned: `,
+           batch.from_fill,
+           coalesce((SELECT behind.key FROM behind ORDER BY behind.n DESC LIMIT 1),
+                    (SELECT ahead.key FROM ahead ORDER BY ahead.n DESC LIMIT 1))`,
+  };
+}
+
+const DUE_FROM = `\n        AND o.next_attempt_at >= p_due_from`;
+
+const CLAIM_FAIR_SIGNATURE =
+  'outbox_claim_fair_v1(integer, double precision, text[], timestamptz, text[], text, integer)';
+
+/**
+ * `outbox_claim_fair_v1(limit, lease ms, types, due from, skip, after, visit)`:
+ * `outbox_claim_live_v2` with the fair pick (see `fairPick`) in place of the due-order one; the
+ * parked events that follow a picked one in its key are chained as there. Its statements' plans
+ * are held to indexes at every table size, as `OutboxClaimPlans1774000000000` does for v2; and
+ * without JIT compilation: the skip scan's row estimates put the plan's cost past
+ * `jit_above_cost`, and compiling it took 100 ms of a claim that runs in about 2.
+ */
+const CLAIM_FAIR_FUNCTION = `
+  CREATE OR REPLACE FUNCTION outbox_claim_fair_v1(
+    p_limit integer,
+    p_lease_ms double precision,
+    p_types text[],
+    p_due_from timestamptz,
+    p_skip text[],
+    p_after text,
+    p_visit integer
+  )
+  RETURNS TABLE (event outbox_event, due_ms double precision, held text[], after uuid,
+                 filled boolean, visited text)
+  LANGUAGE plpgsql
+  SET enable_seqscan = off
+  SET jit = off
+  AS $claim$
+  BEGIN
+    IF p_due_from IS NULL THEN${claimFrom('', fairPick(''))}
+    ELSE${claimFrom(DUE_FROM, fairPick(DUE_FROM))}
+    END IF;
+  END
+  $claim$`;
+
+/**
+ * Fair claims across partitions:
+ * - `outbox_event.partition_key`: the partition an emitter named for an event
+ *   (`NewOutboxEvent.partitionKey`); null for the events partitioned by their organization.
+ *   Nullable, without a default: nothing is rewritten, and the previous version never reads it.
+ * - `outbox_claim_fair_v1`: the live claim that shares each claim out across partitions.
+ * The engine calls it once `outbox_event_fair_idx` is built too (the next migration,
+ * `OutboxFairIndex1775500000000`), and the due-order claim until then.
+ */
+export class OutboxFairClaims1775000000000 implements MigrationInterface {
+  name = 'OutboxFairClaims1775000000000';
+
+  async up(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(`ALTER TABLE outbox_event ADD COLUMN IF NOT EXISTS partition_key text`);
+    await queryRunner.query(CLAIM_FAIR_FUNCTION);
+  }
+
+  async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(`DROP FUNCTION IF EXISTS ${CLAIM_FAIR_SIGNATURE}`);
+    await queryRunner.query(`ALTER TABLE outbox_event DROP COLUMN IF EXISTS partition_key`);
+  }
+}

@@ -1,0 +1,93 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import {
+  OnOutboxEvent,
+  OutboxPublisher,
+  type NewOutboxEvent,
+  type OutboxEvent,
+  type OutboxModuleOptions,
+} from '@app/outbox';
+import { createOutboxApp, eventually, useTestLeftovers } from './support/outbox-app';
+import { useTestDatabase } from './support/test-database';
+
+/**
+ * A running engine under one partition's flood: an event of another partition, emitted while
+ * the flood's backlog is waiting, runs after a few dozen of the flood's events with fair claims,
+ * where in due order it runs after all of them. Counted in events, not timed.
+ */
+
+const FLOOD = 2_000;
+/** Flood events started before the quiet partition emits: the backlog is claimed and queued. */
+const FLOOD_BEFORE_QUIET = 100;
+
+class Starts {
+  flood = 0;
+  /** Flood events started when the quiet partition's event started, or undefined. */
+  floodAtQuiet: number | undefined;
+}
+
+const STARTS = Symbol('Starts');
+
+@Injectable()
+class SlowHandler {
+  constructor(@Inject(STARTS) private readonly starts: Starts) {}
+
+  @OnOutboxEvent('slow', { events: ['bulk'] })
+  async handle(event: OutboxEvent) {
+    if (event.organizationId === 'org-A') this.starts.flood++;
+    else this.starts.floodAtQuiet ??= this.starts.flood;
+    await new Promise((resolve) => setTimeout(resolve, 4));
+  }
+}
+
+const t = useTestDatabase();
+const { closeAfterTest } = useTestLeftovers();
+
+beforeEach(async () => {
+  await t.sql.query('TRUNCATE outbox_event');
+});
+
+function bulk(organizationId: string, i: number): NewOutboxEvent {
+  return {
+    type: 'bulk',
+    aggregateType: 'bulk',
+    aggregateId: `${organizationId}-${i}`,
+    organizationId,
+    payload: { i },
+  };
+}
+
+/** How many flood events ran before the quiet partition's event, emitted mid-flood. */
+async function floodAheadOfQuiet(outbox: OutboxModuleOptions): Promise<number> {
+  const starts = new Starts();
+  const app = closeAfterTest(
+    await createOutboxApp({
+      url: t.db.url,
+      outbox: { concurrency: 4, ...outbox },
+      providers: [SlowHandler, { provide: STARTS, useValue: starts }],
+    }),
+  );
+  const emit = (events: NewOutboxEvent[]) =>
+    app
+      .get(DataSource)
+      .transaction((manager) => app.get(OutboxPublisher).emit(events, { manager }));
+  await emit(Array.from({ length: FLOOD }, (_, i) => bulk('org-A', i)));
+  await eventually('the flood is running', () => starts.flood >= FLOOD_BEFORE_QUIET);
+  const floodAtEmit = starts.flood;
+  await emit([bulk('org-B', 0)]);
+  await eventually('the quiet event ran', () => starts.floodAtQuiet !== undefined);
+  return starts.floodAtQuiet! - floodAtEmit;
+}
+
+describe('fair claims in a running engine', () => {
+  it('run a quiet partition’s event after a few dozen of a flood’s queued events, not after the flood', async () => {
+    const ahead = await floodAheadOfQuiet({});
+    // The local queue's events of the flood (about 25 ms of work) and one claim's worth.
+    expect(ahead).toBeLessThanOrEqual(50);
+  });
+
+  it('run it after the whole flood without them', async () => {
+    const ahead = await floodAheadOfQuiet({ fairness: { enabled: false } });
+    expect(ahead).toBeGreaterThanOrEqual(FLOOD - FLOOD_BEFORE_QUIET - 50);
+  });
+});
