@@ -206,6 +206,56 @@ describe('OutboxAdmin.show', () => {
   });
 });
 
+describe('OutboxAdmin.partitions', () => {
+  /** `count` due first tries of `partition` (its organization), the oldest `ago` ago. */
+  async function due(partition: string | null, count: number, ago: string, key?: string) {
+    await t.sql.query(
+      `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, organization_id,
+                                 partition_key, payload, next_attempt_at)
+       SELECT gen_random_uuid(), 'import.row', 'row', g::text, $1, $4, '{}',
+              now() - $3::interval + g * interval '1 millisecond'
+       FROM generate_series(1, $2::int) AS g`,
+      [partition, count, ago, key ?? null],
+    );
+  }
+
+  it('names the partitions with the most due first tries and with the oldest, and leaves out those with nothing due', async () => {
+    await due('org-flood', 3_000, '1 minute');
+    await due('org-old', 2, '1 hour');
+    await due('org-quiet', 1, '1 second');
+    await due('org-A', 4, '10 minutes', 'workspace:9');
+    await due(null, 5, '2 minutes');
+    // In flight, in backoff, retrying: no due first try.
+    await t.sql.query(
+      `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, organization_id, payload,
+                                 attempts, next_attempt_at, lease_expires_at, failures)
+       VALUES (gen_random_uuid(), 'x', 'row', '1', 'org-leased', '{}', 1,
+               now() + interval '1 minute', now() + interval '1 minute', '{}'),
+              (gen_random_uuid(), 'x', 'row', '2', 'org-later', '{}', 0,
+               now() + interval '1 hour', NULL, '{}'),
+              (gen_random_uuid(), 'x', 'row', '3', 'org-retrying', '{}', 1,
+               now() - interval '1 minute', NULL, '{"h": {"count": 1, "retryAt": null}}')`,
+    );
+    const top = await t.admin.partitions(3);
+    expect(top.partitions).toBe(5);
+    expect(top.complete).toBe(true);
+    expect(top.byDue.map((p) => [p.partition, p.due])).toEqual([
+      ['org-flood', 3_000],
+      ['', 5],
+      ['workspace:9', 4],
+    ]);
+    expect(top.byOldest.map((p) => p.partition)).toEqual(['org-old', 'workspace:9', '']);
+    expect(top.byOldest[0].oldestDueWaitMs).toBeGreaterThan(59 * 60_000);
+    expect(top.byDue.every((p) => !p.dueAtLeast)).toBe(true);
+  });
+
+  it('counts a partition up to 10,000 and says so', async () => {
+    await due('org-flood', 10_001, '1 minute');
+    const [flood] = (await t.admin.partitions()).byDue;
+    expect(flood).toMatchObject({ partition: 'org-flood', due: 10_000, dueAtLeast: true });
+  });
+});
+
 describe('OutboxAdmin refuses bad input before querying, naming the field and the value', () => {
   it.each([
     [
@@ -234,6 +284,11 @@ describe('OutboxAdmin refuses bad input before querying, naming the field and th
       'OutboxAdmin: filter.types must be a non-empty list of non-empty strings, got ',
     ],
     ['id', () => t.admin.show('42'), 'OutboxAdmin: id must be a UUID, got "42"'],
+    [
+      'top',
+      () => t.admin.partitions(0),
+      'OutboxAdmin: top must be an integer from 1 to 100, got 0',
+    ],
   ])('%s', async (_field, call, message) => {
     expect((await adminRefusal(call)).message).toContain(message);
   });

@@ -103,6 +103,31 @@ describe('the page', () => {
     }
   });
 
+  it('shows who floods: the partitions with the most due events and with the oldest, escaped', async () => {
+    const http = request(t.app.getHttpServer());
+    const empty = await http.get('/ops/outbox').set(operator()).expect(200);
+    expect(empty.text).toContain('data-testid="no-partitions"');
+    await t.db.dataSource.query(`
+      INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, organization_id, payload,
+                                next_attempt_at)
+      SELECT gen_random_uuid(), 'import.row', 'row', g::text,
+             CASE WHEN g <= 30 THEN '<i>flood</i>' ELSE 'org-old' END, '{}',
+             CASE WHEN g <= 30 THEN now() - interval '1 second' ELSE now() - interval '2 hours' END
+      FROM generate_series(1, 31) AS g`);
+    try {
+      const page = await http.get('/ops/outbox').set(operator()).expect(200);
+      const byDue = /<table data-testid="partitions-by-due">[\s\S]*?<\/table>/.exec(page.text)?.[0];
+      const byOldest = /<table data-testid="partitions-by-oldest">[\s\S]*?<\/table>/.exec(
+        page.text,
+      )?.[0];
+      expect(byDue).toMatch(/&lt;i&gt;flood&lt;\/i&gt;<\/td>\s*<td class="n">\s*30\s*<\/td>/);
+      expect(byDue).not.toContain('<i>flood');
+      expect(byOldest?.indexOf('org-old')).toBeLessThan(byOldest?.indexOf('flood') ?? -1);
+    } finally {
+      await t.db.dataSource.query(`DELETE FROM outbox_event WHERE type = 'import.row'`);
+    }
+  });
+
   it('escapes every value it shows: types, handlers and errors are data, never markup', async () => {
     const page = await request(t.app.getHttpServer())
       .get('/ops/outbox')

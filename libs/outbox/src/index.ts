@@ -46,6 +46,8 @@ export type {
   TypeBacklog,
   MinuteCount,
   OutboxInstanceInfo,
+  PartitionBacklog,
+  PartitionBacklogTop,
 } from './store/admin/status.types';
 export {
   OutboxEngine,

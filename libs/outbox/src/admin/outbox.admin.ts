@@ -25,6 +25,8 @@ import {
   type MinuteCount,
   type OutboxInstanceInfo,
   type OutboxStatus,
+  type PartitionBacklog,
+  type PartitionBacklogTop,
 } from '../store/admin/status.types';
 import { type DeadLetterChangeBatch } from '../store/admin/dead-letter-changes.sql';
 import { EVENTS_CURSOR } from '../store/admin/events.sql';
@@ -124,6 +126,28 @@ export class OutboxAdmin {
       throw new InvalidOutboxAdminQueryError('minutes', minutes, 'an integer from 1 to 1440');
     }
     return unwrap(await this.store.throughput(minutes));
+  }
+
+  /**
+   * Who floods: the `top` partitions (1 to 100, default 10) with the most due events, and with
+   * the oldest, among the partitions fair claims share out (see `OutboxFairnessOptions`). Counts
+   * first tries waiting for a claim (retries are in `status()`), each up to 10,000, over at most
+   * the first 1,000 partitions with one (`complete` says whether that was all): its cost follows
+   * the partitions with work, not the backlog.
+   */
+  async partitions(top = 10): Promise<PartitionBacklogTop> {
+    if (!Number.isSafeInteger(top) || top < 1 || top > 100) {
+      throw new InvalidOutboxAdminQueryError('top', top, 'an integer from 1 to 100');
+    }
+    const { partitions, complete } = unwrap(await this.store.partitionBacklog());
+    const by = (order: (a: PartitionBacklog, b: PartitionBacklog) => number) =>
+      [...partitions].sort(order).slice(0, top);
+    return {
+      byDue: by((a, b) => b.due - a.due || b.oldestDueWaitMs - a.oldestDueWaitMs),
+      byOldest: by((a, b) => b.oldestDueWaitMs - a.oldestDueWaitMs || b.due - a.due),
+      partitions: partitions.length,
+      complete,
+    };
   }
 
   /** Dead (and with `includeRetrying`, retrying) events, newest first, by keyset pages. */

@@ -89,11 +89,12 @@ export function createDashboardController(
     @Get()
     @PageHeaders()
     async overview(@Query() form: Form): Promise<string> {
-      const [status, throughput, groups, instances] = await Promise.all([
+      const [status, throughput, groups, instances, partitions] = await Promise.all([
         this.admin.status(),
         this.admin.throughput(60),
         this.admin.groups(),
         this.admin.instances(),
+        this.admin.partitions(),
       ]);
       const body = overview({
         base: this.base,
@@ -101,6 +102,7 @@ export function createDashboardController(
         throughput,
         groups,
         instances,
+        partitions,
         notice: noticeOf(form),
       });
       return page('Outbox', this.base, body, 30);

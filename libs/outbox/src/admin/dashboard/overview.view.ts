@@ -1,24 +1,34 @@
 import type { DeadLetterGroup } from '../../store/admin/dead-letter.types';
-import type { MinuteCount, OutboxInstanceInfo, OutboxStatus } from '../../store/admin/status.types';
+import type {
+  MinuteCount,
+  OutboxInstanceInfo,
+  OutboxStatus,
+  PartitionBacklogTop,
+} from '../../store/admin/status.types';
 import { formatDuration } from '../../common/format-duration.util';
 import { actions, goOn } from './actions.view';
 import type { ChangeNotice } from './change-notice';
 import { html, type Html } from './html.util';
 import { instanceTable } from './instances.view';
+import { partitionTables } from './partitions.view';
 import { query } from './query.util';
 import { table, time, type Column } from './table.view';
 import { sparkline } from './throughput.view';
 
-/** The overview: counts, throughput, instances, dead-letter groups and the backlog by type. */
+/**
+ * The overview: counts, throughput, instances, dead-letter groups, the backlog by type and the
+ * partitions with the most due events.
+ */
 export function overview(input: {
   base: string;
   status: OutboxStatus;
   throughput: readonly MinuteCount[];
   groups: readonly DeadLetterGroup[];
   instances: readonly OutboxInstanceInfo[];
+  partitions: PartitionBacklogTop;
   notice: ChangeNotice | undefined;
 }): Html {
-  const { base, status, throughput, groups, instances, notice } = input;
+  const { base, status, throughput, groups, instances, partitions, notice } = input;
   const card = (label: string, value: string | number, extra = '') =>
     html`<div class="card ${extra}" data-testid="count-${label}"><b>${value}</b>${label}</div>`;
   return html` ${
@@ -45,7 +55,9 @@ export function overview(input: {
         : table(groupColumns(base), groups, { testId: 'groups' })
     }
     <h2>Undelivered by type</h2>
-    ${table(BACKLOG_COLUMNS, status.byType)}`;
+    ${table(BACKLOG_COLUMNS, status.byType)}
+    <h2>Due by partition</h2>
+    ${partitionTables(partitions)}`;
 }
 
 /** Dead letters by group, each linked to its list and with its replay and discard. */

@@ -48,6 +48,12 @@ import {
   toMinuteCounts,
   type ReportedInstance,
 } from './status.sql';
+import {
+  PARTITION_BACKLOG,
+  partitionBacklogParameters,
+  toPartitionBacklog,
+  type PartitionBacklogRead,
+} from './partition-backlog.sql';
 import { HORIZON, toHorizon, type HorizonRow, type OutboxHorizon } from '../horizon.sql';
 
 /** Time a change's claim outlasts the longest the change can run: clocks, a slow release. */
@@ -105,6 +111,16 @@ export class AdminStore extends ClientStore {
       BLOCKED_KEYS,
       blockedKeysParameters(query),
       toBlockedKeys(query.limit),
+    );
+  }
+
+  /** The partitions with due first tries (see `PARTITION_BACKLOG`). */
+  async partitionBacklog(): Promise<OutboxResult<PartitionBacklogRead>> {
+    return this.client.run(
+      'partitionBacklog',
+      PARTITION_BACKLOG,
+      partitionBacklogParameters(),
+      toPartitionBacklog,
     );
   }
 

@@ -42,3 +42,29 @@ export interface OutboxStatus extends StateCounts {
   /** The xmin horizon on the outbox's database (see `OutboxHorizon`). */
   horizon: OutboxHorizon;
 }
+
+/** One partition's first tries waiting for a claim (see `OutboxAdmin.partitions`). */
+export interface PartitionBacklog {
+  /** The events' `partitionKey`, else their organization id; '' for events with neither. */
+  partition: string;
+  /** Due first tries, counted up to 10,000 (`dueAtLeast`: at least that many). */
+  due: number;
+  dueAtLeast: boolean;
+  /** How long its oldest due first try has waited. */
+  oldestDueWaitMs: number;
+}
+
+/** Who floods: the partitions with the most due events, and with the oldest. */
+export interface PartitionBacklogTop {
+  /** Most due first tries first. */
+  byDue: PartitionBacklog[];
+  /** Longest-waiting oldest due first try first. */
+  byOldest: PartitionBacklog[];
+  /** Partitions with a due first try, among those visited. */
+  partitions: number;
+  /**
+   * Every partition with a waiting first try was read; false past the first 1,000 (in key
+   * order), the most one read visits.
+   */
+  complete: boolean;
+}
