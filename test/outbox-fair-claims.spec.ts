@@ -186,6 +186,36 @@ describe('fair claims', () => {
     expect(shared.find((r) => r.aggregateId === 'retry')?.fromFill).toBe(true);
   });
 
+  it('take what a due-order claim takes, in its order, while only one partition has due first tries', async () => {
+    await insertDue('org-A', 40, '1 hour');
+    // A retry of another partition has no share: it does not make the claim share out.
+    await t.sql.query(
+      `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, organization_id, payload,
+                                 attempts, next_attempt_at, failures)
+       VALUES (gen_random_uuid(), 'bulk', 'bulk', 'retry', 'org-B', '{}', 1,
+               now() - interval '30 minutes', '{"h": {"count": 1, "retryAt": null}}')`,
+    );
+    const inRollback = async (statement: string, parameters: unknown[]) => {
+      await t.sql.query('BEGIN');
+      try {
+        return toRecords((await t.sql.query(statement, parameters)).rows as never);
+      } finally {
+        await t.sql.query('ROLLBACK');
+      }
+    };
+    const options = fair(25);
+    const dueOrder = await inRollback(CLAIM_LIVE, claimParameters(options));
+    const shared = await inRollback(CLAIM_FAIR_CALL, fairClaimParameters(options, 'org-A'));
+    expect(shared.map((r) => r.id)).toEqual(dueOrder.map((r) => r.id));
+    expect(shared.every((r) => r.fromFill)).toBe(true);
+    // The visit stays where it was.
+    const { rows } = await t.sql.query<{ visited: string }>(
+      `SELECT visited FROM (${CLAIM_FAIR_CALL}) AS c LIMIT 1`,
+      fairClaimParameters(options, 'org-A'),
+    );
+    expect(rows[0].visited).toBe('org-A');
+  });
+
   it('move the head of the due range to the last row of the fill, and to nowhere when the shares took the whole claim', () => {
     const record = (dueAt: number, fromFill: boolean) =>
       ({
@@ -203,7 +233,7 @@ describe('fair claims', () => {
   describe('cost', () => {
     /** The statements inside the function, as the server ran them. */
     function rowsReadIn(plans: NestedPlan[]): number {
-      const inner = plans.filter((p) => p.queryText.includes('WITH RECURSIVE'));
+      const inner = plans.filter((p) => p.queryText.includes('WITH RECURSIVE ahead'));
       expect(inner).toHaveLength(1);
       const scans = tableScans(inner[0].plan);
       expect(scans.map((node) => node['Node Type'])).not.toContain('Seq Scan');

@@ -151,7 +151,7 @@ export interface ClaimShape {
 }
 
 /** The first due rows in due order: `outbox_claim_live_v2`'s pick. */
-function duePick(lowerBound: string): ClaimShape {
+export function duePick(lowerBound: string): ClaimShape {
   return {
     pick: `
     WITH picked AS (

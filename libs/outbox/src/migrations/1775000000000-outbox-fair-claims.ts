@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { claimFrom, PARKED, type ClaimShape } from './1773000000000-outbox-ordering';
+import { claimFrom, duePick, PARKED, type ClaimShape } from './1773000000000-outbox-ordering';
 
 /**
  * An event's partition: the key fair claims share out by. The emitter's `partitionKey`, else its
@@ -115,6 +115,41 @@ function fairPick(lowerBound: string): ClaimShape {
   };
 }
 
+/**
+ * `outbox_claim_live_v2`'s pick in due order, in the fair claim's shape: every row counts as
+ * filled (it is one of the first due rows), and the visit stays where it was.
+ */
+function inDueOrder(lowerBound: string): ClaimShape {
+  return {
+    ...duePick(lowerBound),
+    batch: { picked: `, true AS from_fill`, chained: `, false` },
+    returned: `,
+           batch.from_fill,
+           p_after`,
+  };
+}
+
+/**
+ * How many partitions have a due first try, counted up to 2, among the first `p_visit` with a
+ * waiting one: a claim shares out only when it is 2. With one partition (an app whose events
+ * carry no organization, or a single tenant's backlog) the pick in due order takes the same rows
+ * for less: two index probes decide it.
+ */
+const DUE_PARTITIONS = `
+    SELECT count(*) INTO v_due
+    FROM (
+      WITH RECURSIVE visit AS (
+        SELECT 1 AS n, first.key, first.due
+        FROM (${nextPartition('')}) AS first
+        UNION ALL
+        SELECT v.n + 1, step.key, step.due
+        FROM visit AS v
+        CROSS JOIN LATERAL (${nextPartition('v.key')}) AS step
+        WHERE v.n < p_visit
+      )
+      SELECT 1 FROM visit WHERE visit.due <= now() LIMIT 2
+    ) AS due;`;
+
 const DUE_FROM = `\n        AND o.next_attempt_at >= p_due_from`;
 
 const CLAIM_FAIR_SIGNATURE =
@@ -122,8 +157,9 @@ const CLAIM_FAIR_SIGNATURE =
 
 /**
  * `outbox_claim_fair_v1(limit, lease ms, types, due from, skip, after, visit)`:
- * `outbox_claim_live_v2` with the fair pick (see `fairPick`) in place of the due-order one; the
- * parked events that follow a picked one in its key are chained as there. Its statements' plans
+ * `outbox_claim_live_v2` with the fair pick (see `fairPick`) in place of the due-order one while
+ * two partitions or more have a due first try (see `DUE_PARTITIONS`); the parked events that
+ * follow a picked one in its key are chained as there. Its statements' plans
  * are held to indexes at every table size, as `OutboxClaimPlans1774000000000` does for v2; and
  * without JIT compilation: the skip scan's row estimates put the plan's cost past
  * `jit_above_cost`, and compiling it took 100 ms of a claim that runs in about 2.
@@ -144,8 +180,14 @@ const CLAIM_FAIR_FUNCTION = `
   SET enable_seqscan = off
   SET jit = off
   AS $claim$
-  BEGIN
-    IF p_due_from IS NULL THEN${claimFrom('', fairPick(''))}
+  DECLARE
+    v_due integer;
+  BEGIN${DUE_PARTITIONS}
+    IF v_due < 2 THEN
+      IF p_due_from IS NULL THEN${claimFrom('', inDueOrder(''))}
+      ELSE${claimFrom(DUE_FROM, inDueOrder(DUE_FROM))}
+      END IF;
+    ELSIF p_due_from IS NULL THEN${claimFrom('', fairPick(''))}
     ELSE${claimFrom(DUE_FROM, fairPick(DUE_FROM))}
     END IF;
   END
