@@ -264,5 +264,34 @@ describe('fair claims', () => {
       expect(readCalm).toBeLessThanOrEqual(4 * 11 + 2 * LIMIT);
       expect(readCrowded).toBeLessThanOrEqual(readCalm + 2);
     });
+
+    it.each(['force_generic_plan', 'force_custom_plan'])(
+      'reads by its index under %s from statistics taken before the flood, when the table held only delivered events',
+      async (mode) => {
+        const LIMIT = 13;
+        await t.sql.query(
+          `INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, organization_id,
+                                     payload, next_attempt_at, dispatched_at)
+           SELECT gen_random_uuid(), 'bulk', 'bulk', g::text, 'org-' || chr(66 + g % 10), '{}',
+                  now() - interval '1 hour', now() - interval '1 hour'
+           FROM generate_series(1, 500) AS g`,
+        );
+        await t.sql.query('ANALYZE outbox_event');
+        await t.sql.query('ALTER TABLE outbox_event SET (autovacuum_enabled = false)');
+        // A connection of its own: the function's plans are made on it, from these statistics.
+        const session = await t.db.connect();
+        try {
+          await insertDue('org-A', 20_000, '1 hour');
+          for (const p of 'BCDEFGHIJK') await insertDue(`org-${p}`, 1, '1 second');
+          await session.query(`SET plan_cache_mode = ${mode}`);
+          const parameters = fairClaimParameters(fair(LIMIT), '');
+          const { plans, rows } = await nestedPlans(session, CLAIM_FAIR_CALL, parameters);
+          expect(rows).toHaveLength(LIMIT);
+          expect(rowsReadIn(plans)).toBeLessThanOrEqual(4 * 11 + 2 * LIMIT);
+        } finally {
+          await t.sql.query('ALTER TABLE outbox_event RESET (autovacuum_enabled)');
+        }
+      },
+    );
   });
 });

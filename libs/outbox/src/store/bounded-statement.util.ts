@@ -53,6 +53,11 @@ export interface StatementBounds {
   lockTimeoutMs: number;
   /** Commit without waiting for the WAL flush (for claims, whose loss only frees rows). */
   asyncCommit?: boolean;
+  /**
+   * Plan with sequential scans and sorts priced out: for a statement that one index serves in
+   * its own order, whatever statistics the table has when it is planned.
+   */
+  byIndexOrder?: boolean;
   /** Gives up at once, like a missed deadline (shutdown out of time). */
   signal?: AbortSignal;
 }
@@ -236,7 +241,12 @@ function acquire(
   });
 }
 
-function prelude({ statementTimeoutMs, lockTimeoutMs, asyncCommit }: StatementBounds): string[] {
+function prelude({
+  statementTimeoutMs,
+  lockTimeoutMs,
+  asyncCommit,
+  byIndexOrder,
+}: StatementBounds): string[] {
   // Integers validated at boot, so they are safe to inline; SET takes no bind parameters.
   const settings = [
     'BEGIN',
@@ -244,6 +254,7 @@ function prelude({ statementTimeoutMs, lockTimeoutMs, asyncCommit }: StatementBo
     `SET LOCAL lock_timeout = ${Math.trunc(lockTimeoutMs)}`,
   ];
   if (asyncCommit) settings.push('SET LOCAL synchronous_commit = off');
+  if (byIndexOrder) settings.push('SET LOCAL enable_seqscan = off', 'SET LOCAL enable_sort = off');
   return settings;
 }
 

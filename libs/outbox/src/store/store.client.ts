@@ -60,7 +60,7 @@ export class StoreClient {
     sql: string,
     parameters: unknown[],
     map: (rows: R) => T,
-    options: { asyncCommit?: boolean } = {},
+    options: Pick<StatementBounds, 'asyncCommit' | 'byIndexOrder'> = {},
   ): Promise<OutboxResult<T>> {
     if (!hasPoolDriver(this.dataSource)) {
       return fail(

@@ -121,6 +121,7 @@ export class AdminStore extends ClientStore {
       PARTITION_BACKLOG,
       partitionBacklogParameters(),
       toPartitionBacklog,
+      { byIndexOrder: true },
     );
   }
 

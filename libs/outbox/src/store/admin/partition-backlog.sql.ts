@@ -47,7 +47,10 @@ export const PARTITION_BACKLOG = `
           FROM (SELECT 1
                 FROM outbox_event AS o
                 WHERE ${WAITING_FIRST_TRY}
-                  AND ${PARTITION} = v.key
+                  -- A range, not an equality, so that only outbox_event_fair_idx gives the
+                  -- order (see outbox_claim_fair_v1's shares).
+                  AND ${PARTITION} >= v.key
+                  AND ${PARTITION} <= v.key
                   AND o.next_attempt_at <= now()
                 ORDER BY ${PARTITION}, o.next_attempt_at, o.id
                 LIMIT $2) AS due)::int AS due,
