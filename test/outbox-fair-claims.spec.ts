@@ -11,6 +11,7 @@ import { headAfter } from '@app/outbox/engine/due-range';
 import type { ClaimOptions } from '@app/outbox/store/lease/lease.types';
 import { nestedPlans, rowsRead, tableScans, type NestedPlan } from './support/query-plans';
 import { useTestDatabase } from './support/test-database';
+import { holdHorizon } from './support/horizon';
 import { value } from './support/result-value';
 
 /**
@@ -263,6 +264,41 @@ describe('fair claims', () => {
       // each share's first row, and the rows the claim takes.
       expect(readCalm).toBeLessThanOrEqual(4 * 11 + 2 * LIMIT);
       expect(readCrowded).toBeLessThanOrEqual(readCalm + 2);
+    });
+
+    it('skips, from the lower bound of the due range, the entries claimed events left while a long transaction holds the horizon', async () => {
+      const EVENTS = 5_000;
+      const horizon = await holdHorizon(() => t.db.connect());
+      try {
+        await insertDue('org-A', EVENTS, '1 hour');
+        const store = new OutboxLeaseStore(t.db.dataSource);
+        for (let claimed = 0; claimed < EVENTS; claimed += 250) {
+          expect(value(await store.claim(fair(250)))).toHaveLength(250);
+        }
+        // One new event of the same partition, and one of another: the bound is the claim's own
+        // clock after the burn-down, as the engine keeps it (`DueRange`).
+        const { rows } = await t.sql.query<{ now: Date }>('SELECT now() AS now');
+        await insertDue('org-A', 1, '0 seconds');
+        await insertDue('org-B', 1, '0 seconds');
+        const fairIndexBuffers = async (dueFrom: number | null) => {
+          const { plans } = await nestedPlans(
+            t.sql,
+            CLAIM_FAIR_CALL,
+            fairClaimParameters({ ...fair(10), dueFrom }, ''),
+          );
+          return plans
+            .flatMap((p) => tableScans(p.plan))
+            .filter((node) => node['Index Name'] === 'outbox_event_fair_idx')
+            .reduce((sum, node) => sum + (node['Shared Hit Blocks'] ?? 0), 0);
+        };
+        const fromBound = await fairIndexBuffers(rows[0].now.getTime() - 1000);
+        const fromStart = await fairIndexBuffers(null);
+        // From the start, each probe of org-A reads the rows of the 5,000 entries left behind.
+        expect(fromStart).toBeGreaterThan(10 * fromBound);
+        expect(fromBound).toBeLessThan(200);
+      } finally {
+        await horizon.release();
+      }
     });
 
     it.each(['force_generic_plan', 'force_custom_plan'])(

@@ -20,8 +20,11 @@ const TIMEOUT_MS = 300_000;
 /** 0.5 % of a 20 s burn-down; each poll walks the dead entries the engine skips. */
 const SETTLED_POLL_MS = 100;
 
-/** What the engine's live claims call, whichever version (see `CLAIM_LIVE_CALL`). */
-const LIVE_CLAIM = 'outbox_claim_live_v';
+/**
+ * What the engine's live claims call, whichever version (`CLAIM_LIVE_CALL`, `CLAIM_FAIR_CALL`): the
+ * call itself, not the lookup of which functions exist, which names them too.
+ */
+const LIVE_CLAIM = /FROM outbox_claim_(live|fair)_v\d\(/;
 
 /** The live claims the module sent, as sent (values inlined), newest last. */
 const sentClaims: string[] = [];
@@ -36,7 +39,7 @@ function recordClaims(on: boolean): void {
   }
   prototype.query = function (this: Client, ...args: unknown[]) {
     const [text] = args;
-    if (typeof text === 'string' && text.includes(LIVE_CLAIM)) {
+    if (typeof text === 'string' && LIVE_CLAIM.test(text)) {
       sentClaims.push(text);
       if (sentClaims.length > 100) sentClaims.shift();
     }
@@ -47,7 +50,7 @@ function recordClaims(on: boolean): void {
 /** The claim of a recorded transaction (`BEGIN; SET LOCAL …; <claim>; COMMIT`). */
 function claimOf(sent: string): string {
   const parts = sent.split(';\n');
-  return parts.find((part) => part.includes(LIVE_CLAIM))!;
+  return parts.find((part) => LIVE_CLAIM.test(part))!;
 }
 
 /** The same claim from the start of the due range: its lower bound (the one timestamptz) null. */

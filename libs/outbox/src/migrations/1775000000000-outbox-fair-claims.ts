@@ -19,12 +19,17 @@ const WAITING_FIRST_TRY = `o.dispatched_at IS NULL
         AND o.failures = '{}'
         AND o.next_attempt_at < ${PARKED}`;
 
-/** The first waiting first try of the partition after `after` (key order): its key and due time. */
-function nextPartition(after: string, upTo?: string): string {
+/**
+ * The first waiting first try of the partition after `after` (key order): its key and due time.
+ * With the claim's lower bound of the due range (`lowerBound`): the entries a partition's claimed
+ * events left behind in the index are before it, and the index skips them without reading their
+ * rows, even while a long transaction keeps VACUUM from removing them (see `DueRange`).
+ */
+function nextPartition(after: string, lowerBound: string, upTo?: string): string {
   return `
         SELECT ${PARTITION} AS key, o.next_attempt_at AS due
         FROM outbox_event AS o
-        WHERE ${WAITING_FIRST_TRY}${after ? `\n        AND ${PARTITION} > ${after}` : ''}${
+        WHERE ${WAITING_FIRST_TRY}${lowerBound}${after ? `\n        AND ${PARTITION} > ${after}` : ''}${
           upTo ? `\n        AND ${PARTITION} <= ${upTo}` : ''
         }
         ORDER BY ${PARTITION}, o.next_attempt_at, o.id
@@ -50,21 +55,21 @@ function fairPick(lowerBound: string): ClaimShape {
     pick: `
     WITH RECURSIVE ahead AS (
       SELECT 1 AS n, first.key, first.due
-      FROM (${nextPartition('p_after')}) AS first
+      FROM (${nextPartition('p_after', lowerBound)}) AS first
       UNION ALL
       SELECT a.n + 1, step.key, step.due
       FROM ahead AS a
-      CROSS JOIN LATERAL (${nextPartition('a.key')}) AS step
+      CROSS JOIN LATERAL (${nextPartition('a.key', lowerBound)}) AS step
       WHERE a.n < p_visit
     ),
     behind AS (
       SELECT 1 AS n, first.key, first.due
-      FROM (${nextPartition('', 'p_after')}) AS first
+      FROM (${nextPartition('', lowerBound, 'p_after')}) AS first
       WHERE (SELECT count(*) FROM ahead) < p_visit
       UNION ALL
       SELECT b.n + 1, step.key, step.due
       FROM behind AS b
-      CROSS JOIN LATERAL (${nextPartition('b.key', 'p_after')}) AS step
+      CROSS JOIN LATERAL (${nextPartition('b.key', lowerBound, 'p_after')}) AS step
       WHERE b.n + (SELECT count(*) FROM ahead) < p_visit
     ),
     due_partitions AS (
@@ -139,20 +144,22 @@ function inDueOrder(lowerBound: string): ClaimShape {
  * carry no organization, or a single tenant's backlog) the pick in due order takes the same rows
  * for less: two index probes decide it.
  */
-const DUE_PARTITIONS = `
+function duePartitions(lowerBound: string): string {
+  return `
     SELECT count(*) INTO v_due
     FROM (
       WITH RECURSIVE visit AS (
         SELECT 1 AS n, first.key, first.due
-        FROM (${nextPartition('')}) AS first
+        FROM (${nextPartition('', lowerBound)}) AS first
         UNION ALL
         SELECT v.n + 1, step.key, step.due
         FROM visit AS v
-        CROSS JOIN LATERAL (${nextPartition('v.key')}) AS step
+        CROSS JOIN LATERAL (${nextPartition('v.key', lowerBound)}) AS step
         WHERE v.n < p_visit
       )
       SELECT 1 FROM visit WHERE visit.due <= now() LIMIT 2
     ) AS due;`;
+}
 
 const DUE_FROM = `\n        AND o.next_attempt_at >= p_due_from`;
 
@@ -162,7 +169,7 @@ const CLAIM_FAIR_SIGNATURE =
 /**
  * `outbox_claim_fair_v1(limit, lease ms, types, due from, skip, after, visit)`:
  * `outbox_claim_live_v2` with the fair pick (see `fairPick`) in place of the due-order one while
- * two partitions or more have a due first try (see `DUE_PARTITIONS`); the parked events that
+ * two partitions or more have a due first try (see `duePartitions`); the parked events that
  * follow a picked one in its key are chained as there. Its statements' plans are held to
  * indexes at every table size, as `OutboxClaimPlans1774000000000` does for v2, and to the index
  * that gives their order (sorts priced out): from statistics taken while the table held no flood
@@ -190,13 +197,15 @@ const CLAIM_FAIR_FUNCTION = `
   AS $claim$
   DECLARE
     v_due integer;
-  BEGIN${DUE_PARTITIONS}
-    IF v_due < 2 THEN
-      IF p_due_from IS NULL THEN${claimFrom('', inDueOrder(''))}
-      ELSE${claimFrom(DUE_FROM, inDueOrder(DUE_FROM))}
+  BEGIN
+    IF p_due_from IS NULL THEN${duePartitions('')}
+      IF v_due < 2 THEN${claimFrom('', inDueOrder(''))}
+      ELSE${claimFrom('', fairPick(''))}
       END IF;
-    ELSIF p_due_from IS NULL THEN${claimFrom('', fairPick(''))}
-    ELSE${claimFrom(DUE_FROM, fairPick(DUE_FROM))}
+    ELSE${duePartitions(DUE_FROM)}
+      IF v_due < 2 THEN${claimFrom(DUE_FROM, inDueOrder(DUE_FROM))}
+      ELSE${claimFrom(DUE_FROM, fairPick(DUE_FROM))}
+      END IF;
     END IF;
   END
   $claim$`;
