@@ -1,4 +1,4 @@
-import { withFreshDatabase } from '../support/database';
+import { quietServer, withFreshDatabase } from '../support/database';
 import { floodRun, type FloodRun } from '../support/flood';
 import { formatLatency } from '../support/percentiles';
 import { count, ms, note, times, type Figure } from '../support/report';
@@ -29,6 +29,7 @@ export const flood: Scenario = {
         const runs: FloodRun[] = [];
         for (const enabled of [true, false]) {
           await db.sql.query('TRUNCATE outbox_event');
+          await quietServer(db.sql);
           const run = await floodRun(db.url, handler, events, { fairness: { enabled } });
           const name = `${label}, fair claims ${enabled ? 'on' : 'off'}`;
           note(`${name}: B–K before ${formatLatency(run.before)}`);

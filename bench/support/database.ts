@@ -207,3 +207,22 @@ export async function walBytesSince(sql: Client, position: string): Promise<numb
   );
   return Number(rows[0].bytes);
 }
+
+/**
+ * Waits, at most `timeoutMs`, until no autovacuum worker runs on the server and a checkpoint has
+ * written what earlier runs left: a run that starts while the server still works off an earlier
+ * one's big tables pays for it, and the runs compared beside each other do not pay alike.
+ */
+export async function quietServer(sql: Client, timeoutMs = 30_000): Promise<void> {
+  // A role without the right to checkpoint (a DATABASE_URL of your own) only waits.
+  await sql.query('CHECKPOINT').catch(() => undefined);
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
+    const { rows } = await sql.query<{ workers: number }>(
+      `SELECT count(*)::int AS workers FROM pg_stat_activity
+       WHERE backend_type = 'autovacuum worker'`,
+    );
+    if (rows[0].workers === 0) return;
+    await sleep(200);
+  }
+}
