@@ -169,6 +169,32 @@ describe('status', () => {
   });
 });
 
+describe('partitions', () => {
+  it('prints the partitions with the most due first tries and with the oldest, as text and JSON', async () => {
+    await seed();
+    await db.dataSource.query(`
+      INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, organization_id, payload,
+                                next_attempt_at)
+      SELECT gen_random_uuid(), 'import.row', 'row', g::text, 'org-flood', '{}',
+             now() - interval '1 second'
+      FROM generate_series(1, 40) AS g`);
+    const text = await cli(['partitions', '--top', '2'], env);
+    expect(text.code).toBe(0);
+    // m-2 has no organization: its partition is the one for events with neither.
+    expect(text.stdout).toContain('2 partition(s) with due first tries');
+    expect(text.stdout).toMatch(/most due\npartition\s+due\s+oldest due\norg-flood\s+40\s/);
+    expect(text.stdout).toMatch(/oldest due\npartition\s+due\s+oldest due\n\(none\)\s+1\s/);
+    const top = json<{ byDue: { partition: string; due: number }[] }>(
+      await cli(['partitions', '--json'], env),
+    );
+    expect(top.byDue.map((p) => [p.partition, p.due])).toEqual([
+      ['org-flood', 40],
+      ['', 1],
+    ]);
+    expect((await cli(['partitions', '--top', '0'], env)).code).toBe(2);
+  });
+});
+
 describe('dead', () => {
   it('lists, groups and shows dead letters, never printing a payload in a list', async () => {
     const ids = await seed();

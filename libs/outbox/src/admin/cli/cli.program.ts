@@ -20,6 +20,7 @@ import {
   renderChange,
   renderGroups,
   renderList,
+  renderPartitions,
   renderStatus,
 } from './cli.render';
 
@@ -137,6 +138,19 @@ function buildProgram(
       const status = await connect(cmd, ({ admin }) => admin.status());
       print(cmd, status, renderStatus);
       if (options.failOnDead && status.dead > 0) exit(EXIT.deadLetters);
+    });
+
+  program
+    .command('partitions')
+    .description(
+      'who floods: the partitions with the most due first tries, and with the oldest (fair claims)',
+    )
+    .addOption(
+      new Option('--top <n>', 'partitions in each list, 1 to 100').argParser(positiveInteger),
+    )
+    .action(async (options: { top?: number }, cmd: Command) => {
+      const top = await connect(cmd, ({ admin }) => admin.partitions(options.top));
+      print(cmd, top, renderPartitions);
     });
 
   const dead = program

@@ -6,7 +6,11 @@ import type {
   DeadLetterGroup,
   DeadLetterList,
 } from '../../store/admin/dead-letter.types';
-import type { OutboxStatus } from '../../store/admin/status.types';
+import type {
+  OutboxStatus,
+  PartitionBacklog,
+  PartitionBacklogTop,
+} from '../../store/admin/status.types';
 import { formatDuration } from '../../common/format-duration.util';
 
 /** Text for people; `--json` prints the objects themselves instead. */
@@ -85,6 +89,25 @@ export function renderGroups(groups: DeadLetterGroup[]): string {
       time(g.lastSeenAt),
       cut(g.sampleError, 60),
     ]),
+  );
+}
+
+export function renderPartitions(top: PartitionBacklogTop): string {
+  if (top.partitions === 0) return 'no partition has a due event\n';
+  const rows = (list: PartitionBacklog[]) =>
+    list.map((p) => [
+      p.partition === '' ? '(none)' : p.partition,
+      `${p.due}${p.dueAtLeast ? '+' : ''}`,
+      formatDuration(p.oldestDueWaitMs),
+    ]);
+  const header = ['partition', 'due', 'oldest due'];
+  const of = top.complete ? '' : ' among the first 1,000 read';
+  return (
+    `${top.partitions} partition(s) with due first tries${of}; retries are counted by status\n` +
+    '\nmost due\n' +
+    table(header, rows(top.byDue)) +
+    '\noldest due\n' +
+    table(header, rows(top.byOldest))
   );
 }
 
