@@ -131,6 +131,7 @@ describe('migrate', () => {
           'OutboxClaimPlans1774000000000',
           'OutboxFairClaims1775000000000',
           'OutboxFairIndex1775500000000',
+          'OutboxHandlerLimits1776000000000',
         ],
       });
       expect(await cli(['migrate', '--url', url])).toEqual({

@@ -128,6 +128,30 @@ describe('the page', () => {
     }
   });
 
+  it('shows each limited handler held by its limit, escaped', async () => {
+    const http = request(t.app.getHttpServer());
+    const empty = await http.get('/ops/outbox').set(operator()).expect(200);
+    expect(empty.text).toContain('data-testid="no-limits"');
+    await t.db.dataSource.query(`
+      INSERT INTO outbox_handler_limit
+        (handler, partition_key, holders, starts, promised, held, max_concurrent, rate_limit, per_ms)
+      VALUES ('mail-send', '<b>org</b>', jsonb_build_object('run-1', now() + interval '1 minute'),
+              ARRAY[now(), now()], now() + interval '1 minute', 7, 3, 10, 1000)`);
+    try {
+      const page = await http.get('/ops/outbox').set(operator()).expect(200);
+      const limits = /<table data-testid="limits">[\s\S]*?<\/table>/.exec(page.text)?.[0];
+      expect(limits).toContain('&lt;b&gt;org&lt;/b&gt;');
+      expect(limits).not.toContain('<b>org');
+      expect(limits).toContain('3 at once, 10 per 1000 ms');
+      // In flight, in window, held by limit.
+      expect(limits).toMatch(
+        />\s*1\s*<\/td>\s*<td class="n">\s*2\s*<\/td>\s*<td class="n">\s*7\s*</,
+      );
+    } finally {
+      await t.db.dataSource.query(`DELETE FROM outbox_handler_limit`);
+    }
+  });
+
   it('escapes every value it shows: types, handlers and errors are data, never markup', async () => {
     const page = await request(t.app.getHttpServer())
       .get('/ops/outbox')

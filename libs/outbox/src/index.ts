@@ -48,6 +48,7 @@ export type {
   OutboxInstanceInfo,
   PartitionBacklog,
   PartitionBacklogTop,
+  HandlerLimitState,
 } from './store/admin/status.types';
 export {
   OutboxEngine,
@@ -83,6 +84,7 @@ export {
   type OutboxHandlerFn,
   type OutboxIsolationLevel,
   type OutboxOrderedOnDead,
+  type OutboxHandlerRate,
   type TransactionalHandlerContext,
 } from './handlers/outbox-handler.types';
 
@@ -118,6 +120,7 @@ export {
   InvalidOutboxEventError,
   InvalidOutboxHandlerNameError,
   InvalidOutboxHandlerPolicyError,
+  InvalidOutboxHandlerLimitError,
   InvalidOutboxHandlerTimeoutError,
   InvalidOutboxHandlerTransactionError,
   InvalidOutboxOptionsError,

@@ -224,6 +224,22 @@ export class InvalidOutboxHandlerPolicyError extends OutboxError {
   }
 }
 
+/**
+ * A handler's limit (`maxConcurrent`, `rate`, `limitPerPartition`) is not one the engine can
+ * keep; names the handler, the field and the value.
+ */
+export class InvalidOutboxHandlerLimitError extends OutboxError {
+  constructor(
+    readonly handlerName: string,
+    readonly location: string,
+    readonly field: string,
+    readonly value: unknown,
+    readonly expected: string,
+  ) {
+    super(OutboxMessages.invalidHandlerLimit(handlerName, location, field, value, expected));
+  }
+}
+
 /** An `OutboxAdmin` query was given a value it cannot use; names the field and the value. */
 export class InvalidOutboxAdminQueryError extends OutboxError {
   constructor(

@@ -1,4 +1,5 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
+import { HandlerLimits } from './handlers/handler-limits';
 import { OutboxEngine, type OutboxEngineState, type OutboxSlots } from './engine/outbox.engine';
 import type { PgListenerState } from './engine/pg-listener.types';
 import type { OutboxHorizon, PendingState } from './store/lease/lease.types';
@@ -57,6 +58,12 @@ export type OutboxHealthData = {
   slots?: OutboxSlots;
   /** While settle statements fail: since when, and how many settles were given up. */
   settleFailure?: { since: string; lost: number } | null;
+  /**
+   * Runs of each limited handler (`maxConcurrent`, `rate`) this pod held back by its limit since
+   * it started: they did not start, and their events wait for room. Only handlers with a limit
+   * that had an event here. Not a reason for down.
+   */
+  heldByLimit?: Record<string, number>;
   message?: string;
 };
 
@@ -85,6 +92,7 @@ export class OutboxHealthIndicator {
     private readonly engine: OutboxEngine,
     private readonly repository: OutboxLeaseStore,
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Optional() private readonly limits?: HandlerLimits,
   ) {}
 
   async isHealthy<const Key extends string = 'outbox'>(
@@ -115,6 +123,7 @@ export class OutboxHealthIndicator {
         since: settleFailure.since.toISOString(),
         lost: settleFailure.lost,
       },
+      ...this.heldByLimit(),
     };
     if (state === 'stopping' || state === 'stopped') {
       return session.down({ ...data, message: `dispatcher is ${state}` });
@@ -142,6 +151,11 @@ export class OutboxHealthIndicator {
       return session.down({ ...data, message: `no claim completed for ${sinceDrain} ms` });
     }
     return session.up(data);
+  }
+
+  private heldByLimit(): { heldByLimit?: Record<string, number> } {
+    const held = this.limits?.held();
+    return held && Object.keys(held).length > 0 ? { heldByLimit: held } : {};
   }
 
   private async pendingWithin(

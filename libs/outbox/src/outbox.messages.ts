@@ -45,6 +45,13 @@ export const OutboxMessages = {
     `OutboxFairIndex1775500000000 (the function outbox_claim_fair_v1 and a valid index ` +
     `outbox_event_fair_idx, through search_path): until both have run, claims go in due order ` +
     `(looked up again every ${lookAgainMs / 1000} s)`,
+  limitUnasked: (handler: string, message: string, missing: boolean) =>
+    `Outbox could not ask the limit of handler "${handler}", so its run waits 1 s and tries ` +
+    `again: ` +
+    (missing
+      ? `limits need migration OutboxHandlerLimits1776000000000 (the table ` +
+        `outbox_handler_limit and the function outbox_limit_admit_v1, through search_path)`
+      : message),
   unhandledType: (eventType: string) =>
     `Outbox event type "${eventType}" has no handler in this application: its events are marked ` +
     `delivered without running anything. Subscribe a handler to it, or stop emitting it`,
@@ -59,6 +66,15 @@ export const OutboxMessages = {
     `Outbox handler "${name}" on ${location} has timeoutMs ${describeValue(timeoutMs)}: it must ` +
     `be an integer from 1, and the lease (leaseMs ${leaseMs}) must cover it plus 1000 ms to ` +
     `settle, so a claimed event is settled before another instance may claim it`,
+  invalidHandlerLimit: (
+    name: string,
+    location: string,
+    field: string,
+    value: unknown,
+    expected: string,
+  ) =>
+    `Outbox handler "${name}" on ${location} has the limit ${field} ${describeValue(value)}: ` +
+    `it must be ${expected}`,
   invalidHandlerPolicy: (
     name: string,
     location: string,

@@ -34,6 +34,8 @@ import { OutboxLeaseStore } from './store/lease/lease.store';
 import { RetentionStore } from './store/retention.store';
 import type { OutboxStoreOptions } from './store/store.client';
 import { TestingStore } from './store/testing.store';
+import { HandlerLimitStore } from './store/limits/handler-limit.store';
+import { HandlerLimits } from './handlers/handler-limits';
 import { OutboxRetentionSweeper } from './engine/outbox-retention.sweeper';
 import { findScheduler } from './engine/outbox.scheduler';
 import { OutboxShutdownHook } from './engine/outbox-shutdown.hook';
@@ -65,6 +67,7 @@ const stores: Provider[] = [
   store(InstanceReportStore),
   store(RetentionStore),
   store(TestingStore),
+  store(HandlerLimitStore),
 ];
 
 const providers: Provider[] = [
@@ -89,6 +92,7 @@ const providers: Provider[] = [
   HandlerTransactions,
   EventDispatcher,
   { provide: EventOrdering, useExisting: EventDispatcher },
+  HandlerLimits,
   HandlerRunner,
   OutboxExplorer,
   OutboxPublisher,

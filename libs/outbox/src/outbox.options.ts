@@ -298,6 +298,12 @@ export interface OutboxHandlerOverride {
   maxAttempts?: number;
   /** `true`, `false` or `{ onDead: 'block' | 'skip' }`: see `OnOutboxEventOptions.ordered`. */
   ordered?: boolean | { onDead?: 'block' | 'skip' };
+  /** See `OnOutboxEventOptions.maxConcurrent`. */
+  maxConcurrent?: number;
+  /** `{ limit, perMs }`: see `OnOutboxEventOptions.rate`. */
+  rate?: { limit: number; perMs: number };
+  /** See `OnOutboxEventOptions.limitPerPartition`. */
+  limitPerPartition?: boolean;
 }
 
 type Resolved<T> = {

@@ -27,6 +27,7 @@ import {
   type OutboxStatus,
   type PartitionBacklog,
   type PartitionBacklogTop,
+  type HandlerLimitState,
 } from '../store/admin/status.types';
 import { type DeadLetterChangeBatch } from '../store/admin/dead-letter-changes.sql';
 import { EVENTS_CURSOR } from '../store/admin/events.sql';
@@ -148,6 +149,19 @@ export class OutboxAdmin {
       partitions: partitions.length,
       complete,
     };
+  }
+
+  /**
+   * Held by limit: each limited handler's limit across processes (`maxConcurrent`, `rate`, per
+   * partition with `limitPerPartition`), busiest first, at most `top` (1 to 100, default 20):
+   * runs in flight, admissions in the rate's window, runs held back so far on every instance,
+   * and when the last one held back is due.
+   */
+  async limits(top = 20): Promise<HandlerLimitState[]> {
+    if (!Number.isSafeInteger(top) || top < 1 || top > 100) {
+      throw new InvalidOutboxAdminQueryError('top', top, 'an integer from 1 to 100');
+    }
+    return unwrap(await this.store.limitStates(top));
   }
 
   /** Dead (and with `includeRetrying`, retrying) events, newest first, by keyset pages. */

@@ -63,7 +63,7 @@ interface Pending {
 }
 
 type Kind = Settle['kind'];
-const KINDS: readonly Kind[] = ['delivered', 'failed', 'release', 'held'];
+const KINDS: readonly Kind[] = ['delivered', 'failed', 'release', 'held', 'limited'];
 
 const perKind = <T>(make: () => T): Record<Kind, T> =>
   Object.fromEntries(KINDS.map((kind) => [kind, make()])) as Record<Kind, T>;
@@ -306,16 +306,16 @@ export class OutboxCompleter {
           batch.filter((p) => dead.has(p.item.record.id)).map((p) => p.item.record.type),
         );
       }
+    }
+    if (kind === 'failed' || kind === 'limited') {
       let soonest = Infinity;
       for (const { item } of batch) {
         const { id } = item.record;
-        if (item.kind === 'failed' && !stale.has(id) && !dead.has(id) && !item.record.deadAt) {
-          soonest = Math.min(soonest, item.settle.retryDelayMs);
-        }
+        if (item.kind !== kind || stale.has(id) || dead.has(id) || item.record.deadAt) continue;
+        soonest = Math.min(soonest, item.settle.retryDelayMs);
       }
-      if (soonest < Infinity) {
+      if (soonest < Infinity)
         this.hooks.onRetryScheduled?.(soonest, result.value.retryFrom ?? null);
-      }
     }
     for (const pending of batch) {
       const id = pending.item.record.id;

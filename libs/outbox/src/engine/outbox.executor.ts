@@ -8,6 +8,7 @@ import type { OutboxRecord } from '../store/lease/lease.types';
 import type { OutboxEvent } from '../outbox-event.types';
 import { LEASE_SETTLE_HEADROOM_MS } from '../outbox.options';
 import { KeyOrdering, type InChain } from '../ordering/key-ordering';
+import { isHeld } from '../handlers/handler-limits';
 import { handlerAttempts, handlersToRun, planSettle, settledByHandler } from './settle-plan';
 
 /** A claim's lease as the local clock sees it, read once at the claim. */
@@ -146,6 +147,8 @@ export class OutboxExecutor {
       handlerAttempts: handlerAttempts(record),
       signal: abandon,
       settlesEvent,
+      partition: record.partition,
+      latestStart: this.latestStart(toRun, lease),
     });
     let released = false;
     const token = {};
@@ -164,14 +167,14 @@ export class OutboxExecutor {
         if (this.busy + this.waiting === 0) for (const wake of this.idleWaiters) wake();
       });
     return run.outcomes.then((outcomes) => {
-      if (!released && outcomes.some((o) => !o.ok && o.timedOut))
+      if (!released && outcomes.some((o) => !o.ok && !isHeld(o) && o.timedOut))
         this.late.set(token, performance.now());
       const settle = planSettle(record, handlers, outcomes, Date.now() - lease.sentAt);
       // Handlers cut short by a shutdown did not fail: the event keeps its lease and is claimed
       // again after it, so the handlers that were running get a fair new try.
       if (
         abandon?.aborted &&
-        outcomes.some((o) => !o.ok && !o.timedOut && o.error === abandon.reason)
+        outcomes.some((o) => !o.ok && !isHeld(o) && !o.timedOut && o.error === abandon.reason)
       ) {
         this.keys.abandoned(record);
         return 'abandoned' as const;

@@ -1,5 +1,6 @@
 import { handlerRetryDelayMs, type HandlerPolicy } from '../handlers/handler.policy';
 import type { HandlerOutcome } from '../handlers/outbox-handler.types';
+import { isHeld, type HeldByLimit, type RunOutcome } from '../handlers/handler-limits';
 import type { OutboxRecord } from '../store/lease/lease.types';
 import { scrubError } from '../common/scrub-error.util';
 import type { Settle } from './settle-statements';
@@ -22,6 +23,9 @@ export interface PlannedHandler {
 }
 
 type Failed = Extract<HandlerOutcome, { ok: false }>;
+
+/** How long a run waits whose limit could not be asked (the database failed). */
+export const UNASKED_LIMIT_RETRY_MS = 1000;
 
 /**
  * The handlers this claim runs, in their registered order. Left out: those already delivered
@@ -102,7 +106,7 @@ interface TransactionalAware extends PlannedHandler {
 export function planSettle(
   record: OutboxRecord,
   handlers: readonly PlannedHandler[],
-  outcomes: readonly HandlerOutcome[],
+  outcomes: readonly RunOutcome[],
   elapsedMs: number,
 ): Settle {
   const { id, attempts } = record;
@@ -111,12 +115,33 @@ export function planSettle(
     const delivered = outcomes.map((o) => o.handlerName);
     return { kind: 'delivered', record, settle: { id, attempts, handlers: delivered } };
   }
-  const succeeded = outcomes.filter((o) => o.ok).map((o) => o.handlerName);
-  const failed = outcomes.filter((o): o is Failed => !o.ok);
+  const limited = outcomes.filter(isHeld);
+  const ran = limited.length === 0 ? outcomes : outcomes.filter((o) => !isHeld(o));
+  const succeeded = ran.filter((o) => o.ok).map((o) => o.handlerName);
+  const failed = ran.filter((o): o is Failed => !o.ok);
   const delivered = new Set([...Object.keys(record.deliveries), ...succeeded]);
   const left = handlers.filter((h) => !delivered.has(h.name));
   if (left.length === 0) {
     return { kind: 'delivered', record, settle: { id, attempts, handlers: succeeded } };
+  }
+  const limitRoomAt = limited.length === 0 ? Infinity : roomAt(record, limited, elapsedMs);
+  if (limited.length > 0 && failed.length === 0) {
+    // Neither a failure nor an attempt: due again when the limit has room, or at the retry of a
+    // handler waiting for one, whichever comes first.
+    const dueAt = Math.min(limitRoomAt, soonestRetryAt(record, left, limited));
+    const retryDelayMs = Math.max(0, dueAt - record.claimedAt.getTime() - elapsedMs);
+    return {
+      kind: 'limited',
+      record,
+      settle: {
+        id,
+        attempts,
+        handlers: succeeded,
+        dueAt: new Date(dueAt),
+        retryDelayMs,
+        leaseExpiresAt: record.leaseExpiresAt,
+      },
+    };
   }
   if (failed.length === 0 && onlyHeldLeft(record, left)) {
     return { kind: 'held', record, settle: { id, attempts, handlers: succeeded } };
@@ -137,6 +162,11 @@ export function planSettle(
     })
     .map((h) => h.name);
   const dead = record.deadAt ? failed.length > 0 : pending.length === 0;
+  // A handler held by its limit has no retry time of its own: the event comes back for it when
+  // its limit has room, or sooner for a handler that failed.
+  const heldNames = new Set(limited.map((o) => o.handlerName));
+  const retrying = heldNames.size === 0 ? pending : pending.filter((name) => !heldNames.has(name));
+  const limitDelayMs = limitRoomAt - record.claimedAt.getTime() - elapsedMs;
   return {
     kind: 'failed',
     record,
@@ -149,12 +179,48 @@ export function planSettle(
         failed.length === 0
           ? null
           : failed.map((f) => `${f.handlerName}: ${scrubError(f.error)}`).join('; '),
-      retryDelayMs: soonestRetryMs(record, failures, pending, elapsedMs),
+      retryDelayMs: orNow(
+        Math.min(soonestRetryMs(record, failures, retrying, elapsedMs), limitDelayMs),
+      ),
       failures,
-      pending,
+      pending: retrying,
       dead,
     },
   };
+}
+
+/**
+ * When the first of the handlers held by their limit may run (epoch ms, database clock): the
+ * limit's answer, or a moment after now when it could not be asked.
+ */
+function roomAt(record: OutboxRecord, limited: readonly HeldByLimit[], elapsedMs: number): number {
+  let soonest = Infinity;
+  for (const { heldUntil } of limited) {
+    const at =
+      heldUntil?.getTime() ?? record.claimedAt.getTime() + elapsedMs + UNASKED_LIMIT_RETRY_MS;
+    soonest = Math.min(soonest, at);
+  }
+  return soonest;
+}
+
+/**
+ * The earliest retry time still ahead of the claim among `left` handlers that did not run for
+ * it (epoch ms), or Infinity. Not a held handler's: its last retry time has passed.
+ */
+function soonestRetryAt(
+  record: OutboxRecord,
+  left: readonly PlannedHandler[],
+  limited: readonly HeldByLimit[],
+): number {
+  const claimedAt = record.claimedAt.getTime();
+  let soonest = Infinity;
+  for (const handler of left) {
+    if (limited.some((o) => o.handlerName === handler.name)) continue;
+    const retryAt = ownFailure(record, handler.name)?.retryAt;
+    const at = retryAt ? Date.parse(retryAt) : Infinity;
+    if (at > claimedAt) soonest = Math.min(soonest, at);
+  }
+  return soonest;
 }
 
 /** Each handler's attempt number: one past its failures, 1 (absent) for the others. */
@@ -178,7 +244,15 @@ function onlyHeldLeft(record: OutboxRecord, left: readonly PlannedHandler[]): bo
   return runnable.length > 0 && runnable.every((h) => record.held.includes(h.name));
 }
 
-/** When the event is next due, as a delay from now: for logs and for planning the next wake. */
+/** A delay to write: none known (Infinity) is now, as none is never negative. */
+function orNow(delayMs: number): number {
+  return delayMs === Infinity ? 0 : Math.max(0, delayMs);
+}
+
+/**
+ * When the event is next due, as a delay from now (Infinity when no handler has a time): for
+ * logs and for planning the next wake.
+ */
 function soonestRetryMs(
   record: OutboxRecord,
   failures: readonly { handler: string; delayMs: number | null }[],
@@ -196,7 +270,7 @@ function soonestRetryMs(
       soonest = Math.min(soonest, Math.max(0, Date.parse(retryAt) - claimedAt - elapsedMs));
     }
   }
-  return soonest === Infinity ? 0 : soonest;
+  return soonest;
 }
 
 /**

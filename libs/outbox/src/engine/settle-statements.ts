@@ -1,6 +1,7 @@
 import type {
   DeliveredSettle,
   FailedSettle,
+  LimitedSettle,
   OrderedSettleOptions,
   OutboxRecord,
   SettleOutcome,
@@ -27,7 +28,9 @@ export type Settle =
   | { kind: 'failed'; record: OutboxRecord; settle: FailedSettle }
   | { kind: 'release'; record: OutboxRecord; settle: { id: string; attempts: number } }
   // Every handler left is ordered and held by an earlier event of the key: parked.
-  | { kind: 'held'; record: OutboxRecord; settle: DeliveredSettle };
+  | { kind: 'held'; record: OutboxRecord; settle: DeliveredSettle }
+  // A limited handler's limit had no room: due again when it has, the attempt given back.
+  | { kind: 'limited'; record: OutboxRecord; settle: LimitedSettle };
 
 export interface CompleterOptions {
   deadRetryMs: number;
@@ -74,6 +77,10 @@ export function writeSettles(
     return kind === 'held'
       ? repository.park(settles, ordering ?? NO_SKIP)
       : repository.markDelivered(settles, ordering);
+  }
+  if (kind === 'limited') {
+    const settles = items.map((i) => (i as Extract<Settle, { kind: 'limited' }>).settle);
+    return repository.markLimited(settles, ordering);
   }
   if (kind === 'failed') {
     return repository.markFailed(

@@ -32,6 +32,7 @@ import {
   type HandlerPolicy,
 } from './handler.policy';
 import type { OutboxHandlerMetadata } from './outbox.decorators';
+import { resolveHandlerLimit } from './handler-limit';
 
 /** The module's defaults, for a dispatcher built without options for them (unit tests). */
 const DEFAULT_RETRY = { baseMs: 1000, maxMs: 300_000, jitter: 0.2 };
@@ -119,6 +120,7 @@ export class EventDispatcher implements EventOrdering {
     }
     const isolationLevel = this.isolationLevelOf(registration);
     const policy = resolveHandlerPolicy(registration, this.defaultPolicy);
+    const limit = resolveHandlerLimit(registration);
     const budgetMs = timeoutMs ?? this.budgetMs;
     const eventTypes = new Set(types as string[]);
     for (const type of eventTypes) {
@@ -127,7 +129,7 @@ export class EventDispatcher implements EventOrdering {
     }
     for (const type of eventTypes) {
       const list = this.byType.get(type) ?? [];
-      list.push({ name, handle, location, budgetMs, isolationLevel, policy });
+      list.push({ name, handle, location, budgetMs, isolationLevel, policy, limit });
       this.byType.set(type, list);
     }
     this.joined.clear();
@@ -236,7 +238,8 @@ export class EventDispatcher implements EventOrdering {
       (h) => !Object.hasOwn(alreadyDelivered, h.name),
     );
     this.runner ??= new HandlerRunner();
-    return this.runner.start(event, handlers, options).outcomes;
+    // Built without limits: every outcome is a handler's own.
+    return this.runner.start(event, handlers, options).outcomes as Promise<HandlerOutcome[]>;
   }
 
   /**

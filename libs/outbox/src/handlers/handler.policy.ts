@@ -167,8 +167,25 @@ export function withOverride<
     retry?: unknown;
     maxAttempts?: number;
     ordered?: unknown;
+    maxConcurrent?: unknown;
+    rate?: unknown;
+    limitPerPartition?: unknown;
   },
->(declared: T, override: Partial<Pick<T, 'timeoutMs' | 'retry' | 'maxAttempts' | 'ordered'>>): T {
+>(
+  declared: T,
+  override: Partial<
+    Pick<
+      T,
+      | 'timeoutMs'
+      | 'retry'
+      | 'maxAttempts'
+      | 'ordered'
+      | 'maxConcurrent'
+      | 'rate'
+      | 'limitPerPartition'
+    >
+  >,
+): T {
   const replacesRetry = override.retry !== undefined;
   return {
     ...declared,
@@ -179,5 +196,8 @@ export function withOverride<
       ? override.maxAttempts
       : (override.maxAttempts ?? declared.maxAttempts),
     ordered: override.ordered ?? declared.ordered,
+    maxConcurrent: override.maxConcurrent ?? declared.maxConcurrent,
+    rate: override.rate ?? declared.rate,
+    limitPerPartition: override.limitPerPartition ?? declared.limitPerPartition,
   };
 }

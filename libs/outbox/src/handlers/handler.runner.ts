@@ -4,7 +4,7 @@ import { OutboxTelemetry } from '../telemetry/outbox.telemetry';
 import { OutboxMessages } from '../outbox.messages';
 import { InvalidOutboxHandlerTransactionError } from '../outbox.errors';
 import type { OutboxEvent } from '../outbox-event.types';
-import type { HandlerOutcome } from './outbox-handler.types';
+import { HandlerLimits, type RunOutcome } from './handler-limits';
 import { RELEASE_SLOT, type SlotReleasingContext } from './slot-release';
 import type { RegisteredHandler } from './registered-handler';
 import { LazyAbort } from './lazy-abort';
@@ -12,8 +12,11 @@ import { raceHandler } from './handler-race';
 
 /** The handlers of one event, started: see `HandlerRunner.start`. */
 export interface HandlerRun {
-  /** One outcome per handler, each at its end or when its budget is spent. */
-  outcomes: Promise<HandlerOutcome[]>;
+  /**
+   * One outcome per handler, each at its end or when its budget is spent, or held back by its
+   * limit without starting.
+   */
+  outcomes: Promise<RunOutcome[]>;
   /** Every handler has really returned (or thrown), budget or not. */
   ended: Promise<void>;
   /**
@@ -35,10 +38,19 @@ export interface DeliverOptions {
    * transaction marks the event delivered as it records the handler (see `settledByHandler`).
    */
   settlesEvent?: boolean;
+  /** The event's partition (see `OutboxRecord.partition`): a limit per partition counts in it. */
+  partition?: string;
+  /**
+   * The latest `Date.now()` at which a handler may start under the claim's lease: a limited
+   * handler admitted later gives its place back and waits instead.
+   */
+  latestStart?: number;
 }
 
+const SETTLED = Promise.resolve();
+
 interface OneRun {
-  outcome: Promise<HandlerOutcome>;
+  outcome: Promise<RunOutcome>;
   ended: Promise<void>;
   released: Promise<void>;
 }
@@ -57,6 +69,8 @@ export class HandlerRunner {
   constructor(
     @Optional() private readonly transactions?: HandlerTransactions,
     @Optional() private readonly telemetry: OutboxTelemetry = new OutboxTelemetry(),
+    /** Admits runs of handlers with a limit; without it (a runner built by hand) none is limited. */
+    @Optional() private readonly limits?: HandlerLimits,
   ) {}
 
   /**
@@ -87,6 +101,49 @@ export class HandlerRunner {
   }
 
   private run(handler: RegisteredHandler, event: OutboxEvent, options: DeliverOptions): OneRun {
+    return handler.limit && this.limits
+      ? this.admitted(handler, event, options, this.limits)
+      : this.unlimited(handler, event, options);
+  }
+
+  /**
+   * A limited handler's run: started once its limit admits it, its place given back when it has
+   * returned; held back, unstarted, when the limit has no room (or the lease no time left).
+   */
+  private admitted(
+    handler: RegisteredHandler,
+    event: OutboxEvent,
+    options: DeliverOptions,
+    limits: HandlerLimits,
+  ): OneRun {
+    const started = limits.admit(handler, options.partition ?? '').then((answer): OneRun => {
+      if (answer.admitted && Date.now() > (options.latestStart ?? Infinity)) {
+        answer.release();
+        return {
+          outcome: Promise.resolve(limits.late(handler.name)),
+          ended: SETTLED,
+          released: SETTLED,
+        };
+      }
+      if (!answer.admitted) {
+        return { outcome: Promise.resolve(answer.held), ended: SETTLED, released: SETTLED };
+      }
+      const run = this.unlimited(handler, event, options);
+      void run.ended.then(() => answer.release());
+      return run;
+    });
+    return {
+      outcome: started.then((run) => run.outcome),
+      ended: started.then((run) => run.ended),
+      released: started.then((run) => run.released),
+    };
+  }
+
+  private unlimited(
+    handler: RegisteredHandler,
+    event: OutboxEvent,
+    options: DeliverOptions,
+  ): OneRun {
     // One abort per run: the budget timer and the engine's abandon both fire it.
     const abort = new LazyAbort();
     let release = (): void => undefined;

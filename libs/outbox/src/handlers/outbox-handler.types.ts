@@ -83,6 +83,31 @@ export interface OnOutboxEventOptions {
    * or discarded; `'skip'` lets the next event run.
    */
   ordered?: boolean | { onDead?: OutboxOrderedOnDead };
+  /**
+   * Runs of this handler in flight at once, across every process on the database (an integer
+   * from 1). A run that would go past it does not start: its event is held by the limit (neither
+   * a failure nor an attempt) and comes back when a place is likely free.
+   */
+  maxConcurrent?: number;
+  /**
+   * Runs of this handler started in any window of `perMs`, across every process on the
+   * database: `{ limit: 10, perMs: 1000 }` for a provider that takes 10 requests a second. A run
+   * past it is held by the limit until the window has room.
+   */
+  rate?: OutboxHandlerRate;
+  /**
+   * `maxConcurrent` and `rate` count per partition (the event's `partitionKey`, else its
+   * organization, else ''), not across them all: at most N in flight per organization.
+   */
+  limitPerPartition?: boolean;
+}
+
+/** Starts allowed in any window of `perMs` (see `OnOutboxEventOptions.rate`). */
+export interface OutboxHandlerRate {
+  /** Runs started per window: an integer from 1. */
+  limit: number;
+  /** The window in milliseconds: an integer from 1. */
+  perMs: number;
 }
 
 /** What a dead event does to its key for an ordered handler (see `OnOutboxEventOptions.ordered`). */

@@ -17,6 +17,10 @@ export interface OutboxHandlerMetadata {
   maxAttempts?: number;
   /** One event of a key at a time, in commit order (see `OnOutboxEventOptions`). */
   ordered?: OnOutboxEventOptions['ordered'];
+  /** Limits across processes (see `OnOutboxEventOptions`). */
+  maxConcurrent?: number;
+  rate?: OnOutboxEventOptions['rate'];
+  limitPerPartition?: boolean;
 }
 
 /**
@@ -38,4 +42,7 @@ export const OnOutboxEvent = (name: string, options: OnOutboxEventOptions): Meth
     retry: options?.retry,
     maxAttempts: options?.maxAttempts,
     ordered: options?.ordered,
+    maxConcurrent: options?.maxConcurrent,
+    rate: options?.rate,
+    limitPerPartition: options?.limitPerPartition,
   });

@@ -94,6 +94,9 @@ export class OutboxExplorer implements OnModuleInit {
         retry: metadata.retry,
         maxAttempts: metadata.maxAttempts,
         ordered: metadata.ordered,
+        maxConcurrent: metadata.maxConcurrent,
+        rate: metadata.rate,
+        limitPerPartition: metadata.limitPerPartition,
         handle: (event, context) =>
           (instance[methodName] as OutboxHandlerFn).call(instance, event, context),
         location: `${className}.${methodName}`,

@@ -1,5 +1,6 @@
 import type { OutboxHandlerFn, OutboxIsolationLevel } from './outbox-handler.types';
 import type { HandlerPolicy } from './handler.policy';
+import type { HandlerLimit } from './handler-limit';
 
 /** A handler as the registry holds it, validated, with the policy it settles by. */
 export interface RegisteredHandler {
@@ -12,4 +13,6 @@ export interface RegisteredHandler {
   /** Set for a transactional handler: the isolation level of its transaction. */
   readonly isolationLevel: OutboxIsolationLevel | undefined;
   readonly policy: HandlerPolicy;
+  /** Its limits across processes, checked before each run; null for most handlers. */
+  readonly limit: HandlerLimit | null;
 }

@@ -14,6 +14,7 @@ import { OutboxOrderingIndexes1773500000000 } from './1773500000000-outbox-order
 import { OutboxClaimPlans1774000000000 } from './1774000000000-outbox-claim-plans';
 import { OutboxFairClaims1775000000000 } from './1775000000000-outbox-fair-claims';
 import { OutboxFairIndex1775500000000 } from './1775500000000-outbox-fair-index';
+import { OutboxHandlerLimits1776000000000 } from './1776000000000-outbox-handler-limits';
 import { InvalidOutboxMigrationsOptionsError } from '../outbox.errors';
 
 /** A migration class, as TypeORM's `migrations` option takes it. */
@@ -42,6 +43,7 @@ export const OUTBOX_MIGRATIONS: OutboxMigration[] = [
   OutboxClaimPlans1774000000000,
   OutboxFairClaims1775000000000,
   OutboxFairIndex1775500000000,
+  OutboxHandlerLimits1776000000000,
 ];
 
 /** The migrations whose only work is building (and dropping) indexes on `outbox_event`. */

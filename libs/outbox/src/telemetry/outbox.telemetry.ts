@@ -36,6 +36,7 @@ const SETTLE_KINDS = {
   failed: 'failed',
   release: 'released',
   held: 'parked',
+  limited: 'held_by_limit',
 } as const;
 
 /**
@@ -221,6 +222,14 @@ export class OutboxTelemetry {
     );
   }
 
+  /** A run of `handler` held back by its limit (`maxConcurrent`, `rate`): it did not start. */
+  handlerHeld(handler: string): void {
+    this.instruments?.held.add(1, {
+      'messaging.system': MESSAGING_SYSTEM,
+      'messaging.consumer.group.name': handler,
+    });
+  }
+
   /** Events leased by one claim. */
   claimed(count: number): void {
     this.instruments?.claimSize.record(count);
@@ -296,6 +305,10 @@ function createInstruments(meter: Otel.Meter) {
     }),
     failed: meter.createCounter('outbox.handler.failed', {
       description: 'Handler runs that failed or ran out of time.',
+      unit: '{run}',
+    }),
+    held: meter.createCounter('outbox.handler.held', {
+      description: 'Handler runs held back by their limit (maxConcurrent, rate): not started.',
       unit: '{run}',
     }),
     deadEvents: meter.createCounter('outbox.event.dead', {

@@ -89,12 +89,13 @@ export function createDashboardController(
     @Get()
     @PageHeaders()
     async overview(@Query() form: Form): Promise<string> {
-      const [status, throughput, groups, instances, partitions] = await Promise.all([
+      const [status, throughput, groups, instances, partitions, limits] = await Promise.all([
         this.admin.status(),
         this.admin.throughput(60),
         this.admin.groups(),
         this.admin.instances(),
         this.admin.partitions(),
+        this.admin.limits(),
       ]);
       const body = overview({
         base: this.base,
@@ -103,6 +104,7 @@ export function createDashboardController(
         groups,
         instances,
         partitions,
+        limits,
         notice: noticeOf(form),
       });
       return page('Outbox', this.base, body, 30);

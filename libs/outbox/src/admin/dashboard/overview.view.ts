@@ -4,6 +4,7 @@ import type {
   OutboxInstanceInfo,
   OutboxStatus,
   PartitionBacklogTop,
+  HandlerLimitState,
 } from '../../store/admin/status.types';
 import { formatDuration } from '../../common/format-duration.util';
 import { actions, goOn } from './actions.view';
@@ -11,13 +12,14 @@ import type { ChangeNotice } from './change-notice';
 import { html, type Html } from './html.util';
 import { instanceTable } from './instances.view';
 import { partitionTables } from './partitions.view';
+import { limitTable } from './limits.view';
 import { query } from './query.util';
 import { table, time, type Column } from './table.view';
 import { sparkline } from './throughput.view';
 
 /**
- * The overview: counts, throughput, instances, dead-letter groups, the backlog by type and the
- * partitions with the most due events.
+ * The overview: counts, throughput, instances, dead-letter groups, the backlog by type, the
+ * partitions with the most due events, and the handlers' limits.
  */
 export function overview(input: {
   base: string;
@@ -26,9 +28,10 @@ export function overview(input: {
   groups: readonly DeadLetterGroup[];
   instances: readonly OutboxInstanceInfo[];
   partitions: PartitionBacklogTop;
+  limits: readonly HandlerLimitState[];
   notice: ChangeNotice | undefined;
 }): Html {
-  const { base, status, throughput, groups, instances, partitions, notice } = input;
+  const { base, status, throughput, groups, instances, partitions, limits, notice } = input;
   const card = (label: string, value: string | number, extra = '') =>
     html`<div class="card ${extra}" data-testid="count-${label}"><b>${value}</b>${label}</div>`;
   return html` ${
@@ -57,7 +60,9 @@ export function overview(input: {
     <h2>Undelivered by type</h2>
     ${table(BACKLOG_COLUMNS, status.byType)}
     <h2>Due by partition</h2>
-    ${partitionTables(partitions)}`;
+    ${partitionTables(partitions)}
+    <h2>Held by limit</h2>
+    ${limitTable(limits)}`;
 }
 
 /** Dead letters by group, each linked to its list and with its replay and discard. */

@@ -26,7 +26,8 @@ import type {
   DeadLetterList,
 } from './dead-letter.types';
 import type { OutboxEventDetail, OutboxEventList, OutboxEventsFilter } from './event.types';
-import type { MinuteCount, TypeBacklog } from './status.types';
+import type { HandlerLimitState, MinuteCount, TypeBacklog } from './status.types';
+import { LIMIT_STATES, toLimitStates } from './handler-limits.sql';
 import type { KeysetPage } from './keyset-cursor.util';
 import {
   GROUP_DEAD_LETTERS,
@@ -123,6 +124,11 @@ export class AdminStore extends ClientStore {
       toPartitionBacklog,
       { byIndexOrder: true },
     );
+  }
+
+  /** The handlers' limits across processes, busiest first, at most `top` (see `LIMIT_STATES`). */
+  async limitStates(top: number): Promise<OutboxResult<HandlerLimitState[]>> {
+    return this.client.run('limitStates', LIMIT_STATES, [top], toLimitStates);
   }
 
   /** One event whole, or null when there is none with this id. */

@@ -68,3 +68,21 @@ export interface PartitionBacklogTop {
    */
   complete: boolean;
 }
+
+/** One handler's limit across processes as it stands (see `OutboxAdmin.limits`). */
+export interface HandlerLimitState {
+  handler: string;
+  /** The partition it counts in for a limit per partition; '' for one across them all. */
+  partition: string;
+  /** The limits as the app last declared them: null where it declares none. */
+  maxConcurrent: number | null;
+  rate: { limit: number; perMs: number } | null;
+  /** Runs holding a place in flight now. */
+  inFlight: number;
+  /** Runs admitted in the last window of `rate`. */
+  inWindow: number;
+  /** Runs held back by the limit so far, on every instance: they did not start. */
+  held: number;
+  /** When the last run held back is due, while that is ahead. */
+  heldUntil: Date | null;
+}

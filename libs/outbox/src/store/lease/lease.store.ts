@@ -17,6 +17,7 @@ import type {
   ClaimOptions,
   DeliveredSettle,
   FailedSettle,
+  LimitedSettle,
   MarkFailedOptions,
   NextDueOptions,
   OrderedSettleOptions,
@@ -37,8 +38,10 @@ import {
 import {
   MARK_DELIVERED,
   MARK_FAILED,
+  MARK_LIMITED,
   markDeliveredParameters,
   markFailedParameters,
+  markLimitedParameters,
 } from './settle.sql';
 import {
   EXACT_STATE,
@@ -169,6 +172,27 @@ export class OutboxLeaseStore extends ClientStore {
       (rows: { id: string; becomes_dead: boolean; retry_at: Date | null }[]) => ({
         ...splitStale(settles, rows),
         newlyDead: rows.filter((row) => row.becomes_dead).map((row) => row.id),
+        retryFrom: earliest(rows.map((row) => row.retry_at)),
+      }),
+    );
+  }
+
+  /**
+   * Settles attempts whose limited handlers were held back by their limit (see `MARK_LIMITED`):
+   * due again at `dueAt`, the attempt given back, `failures` untouched. A row no longer under
+   * this claim is reported stale.
+   */
+  async markLimited(
+    settles: readonly LimitedSettle[],
+    ordering?: OrderedSettleOptions,
+  ): Promise<OutboxResult<SettleOutcome>> {
+    if (settles.length === 0) return ok({ settled: [], stale: [] });
+    return this.client.run(
+      'markLimited',
+      withOrderedDone(MARK_LIMITED, settles, ordering, this.client.channel),
+      markLimitedParameters(settles),
+      (rows: { id: string; retry_at: Date }[]) => ({
+        ...splitStale(settles, rows),
         retryFrom: earliest(rows.map((row) => row.retry_at)),
       }),
     );

@@ -102,6 +102,19 @@ export interface FailedSettle extends DeliveredSettle {
   dead: boolean;
 }
 
+/**
+ * An attempt whose limited handlers were held back by their limit: the handlers that ran and
+ * succeeded are recorded, and the event is due again at `dueAt` with its attempt given back.
+ */
+export interface LimitedSettle extends DeliveredSettle {
+  /** When the event is due again, by the database clock. */
+  dueAt: Date;
+  /** The same, as a delay from now: for planning the next wake. */
+  retryDelayMs: number;
+  /** The claim's lease end: with `attempts`, what tells this claim from a later one. */
+  leaseExpiresAt: Date;
+}
+
 /** What settles of an app with ordered handlers also do (see `orderedDone`). */
 export interface OrderedSettleOptions {
   /** The ordered handlers whose dead events do not hold their key. */

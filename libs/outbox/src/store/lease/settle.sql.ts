@@ -3,7 +3,12 @@ import { OUTBOX_EVENT_AGGREGATE, OUTBOX_EVENT_DEAD } from '../../outbox.constant
 import { scrubError } from '../../common/scrub-error.util';
 import { deliveredAt, NEVER_DUE, retryTimesCleared } from '../outbox-row.sql';
 import { WAKE_PAYLOAD } from '../wake-payload.sql';
-import type { DeliveredSettle, FailedSettle, MarkFailedOptions } from './lease.types';
+import type {
+  DeliveredSettle,
+  FailedSettle,
+  LimitedSettle,
+  MarkFailedOptions,
+} from './lease.types';
 
 /**
  * Handler names of a settle become `{name: now()}`; existing entries win, so a delivery time
@@ -29,6 +34,32 @@ export const MARK_DELIVERED = `
     AND e.attempts = s.attempts
     AND e.dispatched_at IS NULL
   RETURNING e.id
+`;
+
+/**
+ * Settles attempts whose limited handlers were held back by their limit (see `LimitedSettle`):
+ * the handlers that ran are recorded delivered, the lease ends, the event is due again when its
+ * limit has room, and the attempt is given back, as neither a failure nor an attempt. `failures`
+ * is not touched. A row is written only under the very claim that ran it: its attempt count
+ * and its lease end (known to the millisecond), so a settle retried after its first try
+ * committed unseen, and the row was claimed again since, is stale rather than applied to the
+ * new claim. Parameters: see `markLimitedParameters`.
+ */
+export const MARK_LIMITED = `
+  UPDATE outbox_event AS e
+  SET lease_expires_at = NULL,
+      attempts = e.attempts - 1,
+      deliveries = ${MERGED_DELIVERIES},
+      next_attempt_at = s.due_at
+  FROM jsonb_to_recordset($1::jsonb) AS s(
+    id uuid, attempts integer, handlers text[], due_at timestamptz, lease_ms double precision)
+  WHERE e.id = ANY ($2::uuid[])
+    AND e.id = s.id
+    AND e.attempts = s.attempts
+    AND e.dispatched_at IS NULL
+    AND e.lease_expires_at >= to_timestamp(s.lease_ms / 1000.0)
+    AND e.lease_expires_at < to_timestamp((s.lease_ms + 1) / 1000.0)
+  RETURNING e.id, e.next_attempt_at AS retry_at
 `;
 
 /**
@@ -143,6 +174,18 @@ export const MARK_FAILED = `
 `;
 
 /** $1 jsonb array of {id, attempts, handlers}, $2 uuid[] of the same ids. */
+/** $1 jsonb array of {id, attempts, handlers, due_at, lease_ms}, $2 uuid[] of the same ids. */
+export function markLimitedParameters(settles: readonly LimitedSettle[]): unknown[] {
+  const input = settles.map((s) => ({
+    id: s.id,
+    attempts: s.attempts,
+    handlers: s.handlers,
+    due_at: s.dueAt.toISOString(),
+    lease_ms: s.leaseExpiresAt.getTime(),
+  }));
+  return [JSON.stringify(input), input.map((s) => s.id)];
+}
+
 export function markDeliveredParameters(settles: readonly DeliveredSettle[]): unknown[] {
   const input = settles.map((s) => ({ id: s.id, attempts: s.attempts, handlers: s.handlers }));
   return [JSON.stringify(input), input.map((s) => s.id)];
