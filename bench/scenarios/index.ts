@@ -7,6 +7,7 @@ import { flood } from './flood';
 import { health } from './health';
 import { heldXmin } from './held-xmin';
 import { latency } from './latency';
+import { limits } from './limits';
 import { mixed } from './mixed';
 import { mixedLatency } from './mixed-latency';
 import { orderedBurndown } from './ordered-burndown';
@@ -41,6 +42,7 @@ export const SCENARIOS: readonly Scenario[] = [
   orderedOneKey,
   blockedClaim,
   flood,
+  limits,
   relay,
   inbox,
 ];

@@ -66,6 +66,36 @@ export class TwentyMsHandler {
   }
 }
 
+/** A partner's API that takes 10 requests a second, across every process: 20 ms a call. */
+export const RATE_LIMIT = { limit: 10, perMs: 1000 };
+
+@Injectable()
+export class RateLimitedHandler {
+  @OnOutboxEvent('rate-limited', { events: '*', rate: RATE_LIMIT })
+  async handle(event: OutboxEvent): Promise<void> {
+    handlerRuns.count++;
+    const started = performance.now();
+    handlerHooks.onStart(event, started);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    handlerHooks.onEnd(event, performance.now() - started);
+  }
+}
+
+/** A downstream that takes 5 calls at once, across every process: 100 ms a call. */
+export const MAX_CONCURRENT = 5;
+
+@Injectable()
+export class ConcurrencyLimitedHandler {
+  @OnOutboxEvent('concurrency-limited', { events: '*', maxConcurrent: MAX_CONCURRENT })
+  async handle(event: OutboxEvent): Promise<void> {
+    handlerRuns.count++;
+    const started = performance.now();
+    handlerHooks.onStart(event, started);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    handlerHooks.onEnd(event, performance.now() - started);
+  }
+}
+
 /** The no-op handler, ordered: each key's events one at a time, in their places. */
 @Injectable()
 export class OrderedNoopHandler {
@@ -128,7 +158,9 @@ export type HandlerKind =
   | 'plain-effect'
   | 'ordered-noop'
   | 'ordered-2ms'
-  | 'ordered-poison';
+  | 'ordered-poison'
+  | 'rate-limited'
+  | 'concurrency-limited';
 
 export const HANDLERS = {
   noop: NoopHandler,
@@ -139,4 +171,6 @@ export const HANDLERS = {
   'ordered-noop': OrderedNoopHandler,
   'ordered-2ms': OrderedSlowHandler,
   'ordered-poison': OrderedPoisonHandler,
+  'rate-limited': RateLimitedHandler,
+  'concurrency-limited': ConcurrencyLimitedHandler,
 } as const;

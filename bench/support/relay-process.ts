@@ -8,6 +8,7 @@ import type {
   RelayRuns,
   RelayStats,
   RelayWorkerConfig,
+  RunSpan,
 } from './relay-ipc';
 
 const ROOT = resolve(__dirname, '../..');
@@ -134,6 +135,11 @@ export class RelayProcess {
 
   runs(): Promise<RelayRuns> {
     return this.request('runs') as Promise<RelayRuns>;
+  }
+
+  /** Each run's start and end, for a handler that reports its end. */
+  spans(): Promise<RunSpan[]> {
+    return this.request('spans') as Promise<RunSpan[]>;
   }
 
   /** Asks the worker to shut down, and kills it if it has not within `timeoutMs`. */

@@ -17,6 +17,7 @@ import type {
   RelayRuns,
   RelayStats,
   RelayWorkerConfig,
+  RunSpan,
 } from './relay-ipc';
 import { referenceDrain, referencePool } from './reference-relay';
 
@@ -24,6 +25,9 @@ const bootStarted = Date.now();
 const config = JSON.parse(process.env.BENCH_RELAY_WORKER ?? '{}') as RelayWorkerConfig;
 
 let handled = 0;
+/** Runs of a handler that reports its end (`handlerHooks.onEnd`): when each started and ended. */
+const spans: RunSpan[] = [];
+const startedAt = new Map<string, number>();
 const runsById = config.progressEvery ? new Map<string, number>() : undefined;
 
 function send(message: RelayNotice | RelayReply): Promise<void> {
@@ -63,9 +67,16 @@ async function main(): Promise<void> {
   const pool =
     config.mode === 'reference' ? referencePool(config.url, config.applicationName) : undefined;
   if (config.mode === 'module') {
-    handlerHooks.onStart = (event) => record(event.id);
+    handlerHooks.onStart = (event) => {
+      record(event.id);
+      startedAt.set(event.id, Date.now());
+    };
+    handlerHooks.onEnd = (event) => {
+      spans.push({ start: startedAt.get(event.id) ?? Date.now(), end: Date.now() });
+      startedAt.delete(event.id);
+    };
     app = await createOutboxApp(config.url, {
-      handler: 'noop',
+      handler: config.handler ?? 'noop',
       autoStart: false,
       outbox: config.outbox,
       applicationName: config.applicationName,
@@ -93,6 +104,8 @@ async function main(): Promise<void> {
       }
       case 'runs':
         return runs();
+      case 'spans':
+        return spans;
       case 'close':
         await app?.close();
         await reference?.catch(() => undefined);

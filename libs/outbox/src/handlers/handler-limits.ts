@@ -68,11 +68,9 @@ export class HandlerLimits {
     const token = randomUUID();
     const where = limit.perPartition ? partition : '';
     const meanMs = this.meanMs.get(handler.name) ?? FIRST_MEAN_MS;
-    const spacingMs = Math.max(
-      limit.rate ? limit.rate.perMs / limit.rate.limit : 0,
-      limit.maxConcurrent ? meanMs / limit.maxConcurrent : 0,
-      1,
-    );
+    // A place in flight frees about every run's time ÷ places; the rate's own spacing is the
+    // database's to add (see `outbox_limit_admit_v1`).
+    const spacingMs = Math.max(limit.maxConcurrent ? meanMs / limit.maxConcurrent : 0, 1);
     const answer = await this.store.admit({
       handler: handler.name,
       partition: where,

@@ -11,8 +11,12 @@ const ADMIT_SIGNATURE = `outbox_limit_admit_v1(text, text, text, double precisio
  * - `starts`: the admissions of the last `p_per_ms`, oldest first. A sliding log rather than a
  *   bucket: no window of `p_per_ms`, wherever it starts, holds more than `p_rate` of them.
  * The clock is read once the row is locked, so admissions of one limit are logged in the order
- * they happened. A refused run is told when the limit has room again, one `p_spacing_ms` after
- * the run refused before it (`promised`): the runs held back come back in turn, not all at once.
+ * they happened. The log is kept over 2 % more than the window: a run starts a moment after its
+ * admission (the answer's trip back to its process), and that margin keeps the starts as the
+ * downstream sees them within the limit too.
+ * A refused run is told when the limit has room again, one spacing after the run refused before
+ * it (`promised`): `p_spacing_ms` (about a run's time ÷ `p_concurrent`, from the app), and for a
+ * rate at least a window ÷ `p_rate`. The runs held back come back in turn, not all at once.
  * A null `p_concurrent` or `p_rate` is no limit of that kind. The limit as the app declares it
  * (`max_concurrent`, `rate_limit`, `per_ms`) is written each time, for an operator to read.
  */
@@ -31,6 +35,8 @@ const ADMIT_FUNCTION = `
     v_holders jsonb;
     v_starts timestamptz[];
     v_retry timestamptz;
+    v_window interval := make_interval(secs => p_per_ms * 1.02 / 1000.0);
+    v_spacing interval;
   BEGIN
     INSERT INTO outbox_handler_limit (handler, partition_key)
     VALUES (p_handler, p_partition)
@@ -45,7 +51,7 @@ const ADMIT_FUNCTION = `
     WHERE p_concurrent IS NOT NULL AND (h.value #>> '{}')::timestamptz > v_now;
     v_starts := ARRAY(
       SELECT s FROM unnest(v_limit.starts) AS s
-      WHERE p_rate IS NOT NULL AND s > v_now - make_interval(secs => p_per_ms / 1000.0)
+      WHERE p_rate IS NOT NULL AND s > v_now - v_window
       ORDER BY s);
     IF (p_concurrent IS NULL OR (SELECT count(*) FROM jsonb_object_keys(v_holders)) < p_concurrent)
        AND (p_rate IS NULL OR cardinality(v_starts) < p_rate) THEN
@@ -60,12 +66,14 @@ const ADMIT_FUNCTION = `
       RETURN QUERY SELECT true, v_now, NULL::timestamptz;
       RETURN;
     END IF;
-    v_retry := v_now + make_interval(secs => p_spacing_ms / 1000.0);
+    -- A rate lets one run in each window ÷ limit: the runs held back are spaced no closer.
+    v_spacing := make_interval(secs => greatest(
+      p_spacing_ms, CASE WHEN p_rate IS NOT NULL THEN p_per_ms * 1.02 / p_rate ELSE 0 END) / 1000.0);
+    v_retry := v_now + v_spacing;
     IF p_rate IS NOT NULL AND cardinality(v_starts) >= p_rate THEN
-      v_retry := greatest(v_retry, v_starts[cardinality(v_starts) - p_rate + 1]
-                                   + make_interval(secs => p_per_ms / 1000.0));
+      v_retry := greatest(v_retry, v_starts[cardinality(v_starts) - p_rate + 1] + v_window);
     END IF;
-    v_retry := greatest(v_retry, v_limit.promised + make_interval(secs => p_spacing_ms / 1000.0));
+    v_retry := greatest(v_retry, v_limit.promised + v_spacing);
     UPDATE outbox_handler_limit
     SET holders = v_holders, starts = v_starts, promised = v_retry, held = held + 1,
         max_concurrent = p_concurrent, rate_limit = p_rate, per_ms = p_per_ms
