@@ -10,7 +10,7 @@ import { value } from './support/result-value';
  * runs held back told to come back in turn.
  */
 
-const t = useTestDatabase({ truncateEach: ['outbox_handler_limit'] });
+const t = useTestDatabase({ truncateEach: ['outbox_handler_limit', 'outbox_event'] });
 let store: HandlerLimitStore;
 
 beforeAll(() => {
@@ -20,7 +20,8 @@ beforeAll(() => {
 function request(overrides: Partial<AdmitRequest> = {}): AdmitRequest {
   return {
     handler: 'partner-call',
-    partition: '',
+    eventId: randomUUID(),
+    perPartition: false,
     token: randomUUID(),
     holdMs: 60_000,
     maxConcurrent: null,
@@ -58,7 +59,7 @@ describe('outbox_limit_admit_v1', () => {
   it('frees a place at once when its run gives it back', async () => {
     const first = request({ maxConcurrent: 1 });
     expect(value(await store.admit(first)).admitted).toBe(true);
-    value(await store.release(first.handler, first.partition, first.token));
+    value(await store.release(first.handler, '', first.token));
     expect(value(await store.admit(request({ maxConcurrent: 1 }))).admitted).toBe(true);
   });
 
@@ -78,15 +79,19 @@ describe('outbox_limit_admit_v1', () => {
     expect(held[2] - held[1]).toBeGreaterThanOrEqual(1000);
   });
 
-  it('counts a limit per partition apart', async () => {
-    expect(
-      value(await store.admit(request({ maxConcurrent: 1, partition: 'org-A' }))).admitted,
-    ).toBe(true);
-    expect(
-      value(await store.admit(request({ maxConcurrent: 1, partition: 'org-B' }))).admitted,
-    ).toBe(true);
-    expect(
-      value(await store.admit(request({ maxConcurrent: 1, partition: 'org-A' }))).admitted,
-    ).toBe(false);
+  it('counts a limit per partition apart: the event’s partitionKey, else its organization', async () => {
+    const { rows } = await t.sql.query<{ id: string }>(`
+      INSERT INTO outbox_event (id, type, aggregate_type, aggregate_id, organization_id,
+                                partition_key, payload)
+      VALUES (gen_random_uuid(), 'call', 'call', '1', 'org-A', NULL, '{}'),
+             (gen_random_uuid(), 'call', 'call', '2', 'org-A', 'import:A', '{}'),
+             (gen_random_uuid(), 'call', 'call', '3', 'org-A', NULL, '{}')
+      RETURNING id`);
+    const [a1, importA, a2] = rows.map((row) => row.id);
+    const ask = (eventId: string) =>
+      store.admit(request({ maxConcurrent: 1, perPartition: true, eventId }));
+    expect(value(await ask(a1))).toMatchObject({ admitted: true, partition: 'org-A' });
+    expect(value(await ask(importA))).toMatchObject({ admitted: true, partition: 'import:A' });
+    expect(value(await ask(a2))).toMatchObject({ admitted: false, partition: 'org-A' });
   });
 });

@@ -147,7 +147,6 @@ export class OutboxExecutor {
       handlerAttempts: handlerAttempts(record),
       signal: abandon,
       settlesEvent,
-      partition: record.partition,
       latestStart: this.latestStart(toRun, lease),
     });
     let released = false;

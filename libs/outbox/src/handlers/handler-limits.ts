@@ -61,19 +61,19 @@ export class HandlerLimits {
     return Object.fromEntries(this.heldRuns);
   }
 
-  /** Asks `handler`'s limit (it has one) for a run on an event of `partition`. */
-  async admit(handler: RegisteredHandler, partition: string): Promise<LimitAnswer> {
+  /** Asks `handler`'s limit (it has one) for a run on event `eventId`. */
+  async admit(handler: RegisteredHandler, eventId: string): Promise<LimitAnswer> {
     const limit = handler.limit!;
     if (!this.heldRuns.has(handler.name)) this.heldRuns.set(handler.name, 0);
     const token = randomUUID();
-    const where = limit.perPartition ? partition : '';
     const meanMs = this.meanMs.get(handler.name) ?? FIRST_MEAN_MS;
     // A place in flight frees about every run's time ÷ places; the rate's own spacing is the
     // database's to add (see `outbox_limit_admit_v1`).
     const spacingMs = Math.max(limit.maxConcurrent ? meanMs / limit.maxConcurrent : 0, 1);
     const answer = await this.store.admit({
       handler: handler.name,
-      partition: where,
+      eventId,
+      perPartition: limit.perPartition,
       token,
       holdMs: handler.budgetMs + LEASE_SETTLE_HEADROOM_MS,
       maxConcurrent: limit.maxConcurrent,
@@ -94,7 +94,9 @@ export class HandlerLimits {
         const ranMs = performance.now() - startedAt;
         this.meanMs.set(handler.name, meanMs + MEAN_WEIGHT * (ranMs - meanMs));
         // A release that fails leaves the place taken until its hold runs out (the budget).
-        if (limit.maxConcurrent !== null) void this.store.release(handler.name, where, token);
+        if (limit.maxConcurrent !== null) {
+          void this.store.release(handler.name, answer.value.partition, token);
+        }
       },
     };
   }

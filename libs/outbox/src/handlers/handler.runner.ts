@@ -38,8 +38,6 @@ export interface DeliverOptions {
    * transaction marks the event delivered as it records the handler (see `settledByHandler`).
    */
   settlesEvent?: boolean;
-  /** The event's partition (see `OutboxRecord.partition`): a limit per partition counts in it. */
-  partition?: string;
   /**
    * The latest `Date.now()` at which a handler may start under the claim's lease: a limited
    * handler admitted later gives its place back and waits instead.
@@ -116,7 +114,7 @@ export class HandlerRunner {
     options: DeliverOptions,
     limits: HandlerLimits,
   ): OneRun {
-    const started = limits.admit(handler, options.partition ?? '').then((answer): OneRun => {
+    const started = limits.admit(handler, event.id).then((answer): OneRun => {
       if (answer.admitted && Date.now() > (options.latestStart ?? Infinity)) {
         answer.release();
         return {

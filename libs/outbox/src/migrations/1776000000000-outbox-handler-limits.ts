@@ -1,11 +1,13 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
-const ADMIT_SIGNATURE = `outbox_limit_admit_v1(text, text, text, double precision, integer,
-  integer, double precision, double precision)`;
+const ADMIT_SIGNATURE = `outbox_limit_admit_v1(text, uuid, boolean, text, double precision,
+  integer, integer, double precision, double precision)`;
 
 /**
- * Admits one run of a limited handler, or says when to come back. One row per (handler,
- * partition), locked for the decision, so every process on the database shares it:
+ * Admits one run of a limited handler on event `p_event`, or says when to come back. One row per
+ * handler, or per handler and the event's partition with `p_per_partition` (its `partitionKey`,
+ * else its organization, else '', as fair claims share out), locked for the decision, so every
+ * process on the database shares it:
  * - `holders`: the runs in flight, by run token, each with the time past which it no longer
  *   counts (its budget, so a killed process gives its places back);
  * - `starts`: the admissions of the last `p_per_ms`, oldest first. A sliding log rather than a
@@ -22,10 +24,10 @@ const ADMIT_SIGNATURE = `outbox_limit_admit_v1(text, text, text, double precisio
  */
 const ADMIT_FUNCTION = `
   CREATE OR REPLACE FUNCTION outbox_limit_admit_v1(
-    p_handler text, p_partition text, p_token text, p_hold_ms double precision,
-    p_concurrent integer, p_rate integer, p_per_ms double precision,
-    p_spacing_ms double precision)
-  RETURNS TABLE (admitted boolean, at timestamptz, retry_at timestamptz)
+    p_handler text, p_event uuid, p_per_partition boolean, p_token text,
+    p_hold_ms double precision, p_concurrent integer, p_rate integer,
+    p_per_ms double precision, p_spacing_ms double precision)
+  RETURNS TABLE (admitted boolean, at timestamptz, retry_at timestamptz, counted_in text)
   LANGUAGE plpgsql
   SET jit = off
   AS $admit$
@@ -37,13 +39,19 @@ const ADMIT_FUNCTION = `
     v_retry timestamptz;
     v_window interval := make_interval(secs => p_per_ms * 1.02 / 1000.0);
     v_spacing interval;
+    v_partition text := '';
   BEGIN
+    IF p_per_partition THEN
+      SELECT coalesce(e.partition_key, e.organization_id, '') INTO v_partition
+      FROM outbox_event AS e WHERE e.id = p_event;
+      v_partition := coalesce(v_partition, '');
+    END IF;
     INSERT INTO outbox_handler_limit (handler, partition_key)
-    VALUES (p_handler, p_partition)
+    VALUES (p_handler, v_partition)
     ON CONFLICT DO NOTHING;
     SELECT * INTO v_limit
     FROM outbox_handler_limit
-    WHERE handler = p_handler AND partition_key = p_partition
+    WHERE handler = p_handler AND partition_key = v_partition
     FOR UPDATE;
     v_now := clock_timestamp();
     SELECT coalesce(jsonb_object_agg(h.key, h.value), '{}'::jsonb) INTO v_holders
@@ -62,8 +70,8 @@ const ADMIT_FUNCTION = `
                     END,
           starts = CASE WHEN p_rate IS NULL THEN v_starts ELSE v_starts || v_now END,
           max_concurrent = p_concurrent, rate_limit = p_rate, per_ms = p_per_ms
-      WHERE handler = p_handler AND partition_key = p_partition;
-      RETURN QUERY SELECT true, v_now, NULL::timestamptz;
+      WHERE handler = p_handler AND partition_key = v_partition;
+      RETURN QUERY SELECT true, v_now, NULL::timestamptz, v_partition;
       RETURN;
     END IF;
     -- A rate lets one run in each window ÷ limit: the runs held back are spaced no closer.
@@ -77,8 +85,8 @@ const ADMIT_FUNCTION = `
     UPDATE outbox_handler_limit
     SET holders = v_holders, starts = v_starts, promised = v_retry, held = held + 1,
         max_concurrent = p_concurrent, rate_limit = p_rate, per_ms = p_per_ms
-    WHERE handler = p_handler AND partition_key = p_partition;
-    RETURN QUERY SELECT false, v_now, v_retry;
+    WHERE handler = p_handler AND partition_key = v_partition;
+    RETURN QUERY SELECT false, v_now, v_retry, v_partition;
   END
   $admit$`;
 

@@ -8,9 +8,9 @@
  * Parameters: see `admitParameters`.
  */
 export const ADMIT = `
-  SELECT admitted, at, retry_at
-  FROM outbox_limit_admit_v1($1::text, $2::text, $3::text, $4::float8, $5::integer,
-                             $6::integer, $7::float8, $8::float8)
+  SELECT admitted, at, retry_at, counted_in
+  FROM outbox_limit_admit_v1($1::text, $2::uuid, $3::boolean, $4::text, $5::float8,
+                             $6::integer, $7::integer, $8::float8, $9::float8)
 `;
 
 /** A run that held a place in flight has returned. $1 handler, $2 partition, $3 run token. */
@@ -23,8 +23,9 @@ export const RELEASE_PLACE = `
 /** What `ADMIT` takes for one run. */
 export interface AdmitRequest {
   handler: string;
-  /** The event's partition for a limit per partition, else ''. */
-  partition: string;
+  /** The event the run is for: a limit per partition counts in its partition. */
+  eventId: string;
+  perPartition: boolean;
   /** Names the run's place in flight, to give it back (see `RELEASE_PLACE`). */
   token: string;
   /** How long the place counts at most, should the run never say it returned. */
@@ -38,7 +39,8 @@ export interface AdmitRequest {
 export function admitParameters(request: AdmitRequest): unknown[] {
   return [
     request.handler,
-    request.partition,
+    request.eventId,
+    request.perPartition,
     request.token,
     request.holdMs,
     request.maxConcurrent,

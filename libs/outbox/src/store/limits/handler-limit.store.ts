@@ -4,8 +4,13 @@ import { ADMIT, admitParameters, RELEASE_PLACE, type AdmitRequest } from './hand
 
 export type { AdmitRequest };
 
-/** What the limit said to a run: go, or come back at `retryAt` (database clock). */
-export type Admission = { admitted: true; at: Date } | { admitted: false; at: Date; retryAt: Date };
+/**
+ * What the limit said to a run: go, or come back at `retryAt` (database clock); `partition`: the
+ * partition its limit counted it in ('' for a limit across them all).
+ */
+export type Admission =
+  | { admitted: true; at: Date; partition: string }
+  | { admitted: false; at: Date; partition: string; retryAt: Date };
 
 /**
  * The store of handlers' limits across processes (`outbox_handler_limit`): admits a run of a
@@ -18,11 +23,11 @@ export class HandlerLimitStore extends ClientStore {
       'admitRun',
       ADMIT,
       admitParameters(request),
-      (rows: { admitted: boolean; at: Date; retry_at: Date | null }[]) => {
-        const { admitted, at, retry_at } = rows[0];
+      (rows: { admitted: boolean; at: Date; retry_at: Date | null; counted_in: string }[]) => {
+        const { admitted, at, retry_at, counted_in: partition } = rows[0];
         return admitted || retry_at === null
-          ? { admitted: true as const, at }
-          : { admitted: false as const, at, retryAt: retry_at };
+          ? { admitted: true as const, at, partition }
+          : { admitted: false as const, at, partition, retryAt: retry_at };
       },
     );
   }
