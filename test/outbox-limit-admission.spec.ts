@@ -56,6 +56,17 @@ describe('outbox_limit_admit_v1', () => {
     expect(value(await store.admit(request({ maxConcurrent: 1 }))).admitted).toBe(true);
   });
 
+  it('keeps the places and the log of a limit whatever the limits of the pod that asks', async () => {
+    // Pods of a rollout that adds a rate to a handler limited to 2 at once, and drops it again.
+    for (let i = 0; i < 2; i++) {
+      expect(value(await store.admit(request({ maxConcurrent: 2 }))).admitted).toBe(true);
+    }
+    const rate = { limit: 1, perMs: 60_000 };
+    expect(value(await store.admit(request({ rate }))).admitted).toBe(true);
+    expect(value(await store.admit(request({ maxConcurrent: 2 }))).admitted).toBe(false);
+    expect(value(await store.admit(request({ rate }))).admitted).toBe(false);
+  });
+
   it('frees a place at once when its run gives it back', async () => {
     const first = request({ maxConcurrent: 1 });
     expect(value(await store.admit(first)).admitted).toBe(true);

@@ -1,4 +1,5 @@
 import type { LimitedSettle, OutboxRecord } from '@app/outbox/store/lease/lease.types';
+import { failedSettle } from './support/outbox-stores';
 import { useOutboxStores } from './support/outbox-stores';
 import { invoicePaid } from './support/events';
 import { value } from './support/result-value';
@@ -71,5 +72,27 @@ describe('markLimited', () => {
     expect(value(await t.repo.markLimited([settle])).stale).toEqual([id]);
     expect(await eventRow(t.sql, id)).toMatchObject({ attempts: 1 });
     expect((await eventRow(t.sql, id)).lease_expires_at).not.toBeNull();
+  });
+
+  it('makes a failed attempt with a handler held by its limit due when the limit has room, before the retry', async () => {
+    const [{ id }] = await t.db.dataSource.transaction(async (manager) =>
+      value(await t.emitStore.enqueue(manager, [invoicePaid()])),
+    );
+    const claimed = await claimOne();
+    const roomAt = new Date(claimed.claimedAt.getTime() + 600);
+    const settle = failedSettle({
+      id,
+      attempts: claimed.attempts,
+      failedHandlers: ['mail'],
+      error: new Error('refused'),
+      dead: false,
+      retryDelayMs: 600,
+      failures: [{ handler: 'mail', count: 1, delayMs: 10_000 }],
+      pending: ['mail'],
+      limitRoomAt: roomAt,
+    });
+    expect(value(await t.repo.markFailed([settle], { deadRetryMs: 60_000 })).settled).toEqual([id]);
+    const row = await eventRow(t.sql, id);
+    expect(new Date(row.next_attempt_at).getTime()).toBe(roomAt.getTime());
   });
 });

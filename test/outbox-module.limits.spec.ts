@@ -8,6 +8,7 @@ import {
   type NewOutboxEvent,
   type OutboxEvent,
 } from '@app/outbox';
+import { drainUntilIdle } from '@app/outbox/testing';
 import { createOutboxApp, eventually, useTestLeftovers } from './support/outbox-app';
 import { useTestDatabase } from './support/test-database';
 
@@ -47,10 +48,11 @@ beforeEach(async () => {
   await t.sql.query('TRUNCATE outbox_event, outbox_handler_limit');
 });
 
-async function start(ran: string[]) {
+async function start(ran: string[], autoStart = true) {
   const app = closeAfterTest(
     await createOutboxApp({
       url: t.db.url,
+      outbox: { autoStart },
       providers: [OncePerMinute, { provide: RAN, useValue: ran }],
     }),
   );
@@ -133,5 +135,13 @@ describe('a handler held by its rate limit', () => {
       { n: '2', attempts: 0, deliveries: {}, failures: {} },
       { n: '3', attempts: expect.any(Number), deliveries: {}, failures: {} },
     ]);
+  });
+
+  it('is counted as held by drainUntilIdle, which does not wait for it', async () => {
+    const ran: string[] = [];
+    const { app, emit } = await start(ran, false);
+    await emit([call(1), call(2)]);
+    expect(await drainUntilIdle(app)).toMatchObject({ claimed: 2, delivered: 1, held: 1 });
+    expect(ran).toEqual(['call-1']);
   });
 });

@@ -48,6 +48,8 @@ import { changeInBatches } from './change-batches';
 
 const MAX_GROUPS = 100;
 const MAX_TEXT = 500;
+/** SQLSTATE of a statement on a table the database does not have. */
+const UNDEFINED_TABLE = '42P01';
 
 /**
  * What an operator needs to see of events that failed, without SQL: dead letters page by page,
@@ -155,13 +157,16 @@ export class OutboxAdmin {
    * Held by limit: each limited handler's limit across processes (`maxConcurrent`, `rate`, per
    * partition with `limitPerPartition`), busiest first, at most `top` (1 to 100, default 20):
    * runs in flight, admissions in the rate's window, runs held back so far on every instance,
-   * and when the last one held back is due.
+   * and when the last one held back is due. None before the limits' migration has run.
    */
   async limits(top = 20): Promise<HandlerLimitState[]> {
     if (!Number.isSafeInteger(top) || top < 1 || top > 100) {
       throw new InvalidOutboxAdminQueryError('top', top, 'an integer from 1 to 100');
     }
-    return unwrap(await this.store.limitStates(top));
+    const states = await this.store.limitStates(top);
+    // Before migration OutboxHandlerLimits1776000000000 no handler can have been limited.
+    if (!states.ok && states.error.code === UNDEFINED_TABLE) return [];
+    return unwrap(states);
   }
 
   /** Dead (and with `includeRetrying`, retrying) events, newest first, by keyset pages. */

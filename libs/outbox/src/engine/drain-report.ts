@@ -15,6 +15,8 @@ export interface DrainReport {
   failed: number;
   /** Events that ran out of attempts in this drain (each announced once). */
   dead: number;
+  /** Events held back by a handler's limit, due again when it has room. */
+  held: number;
   /** Settles that found their lease taken by a newer claim (nothing written). */
   stale: number;
   /** Settles the store kept refusing until the lease ran out (the handlers run again). */
@@ -27,6 +29,7 @@ export function tally(report: DrainReport, execution: ExecutionResult): void {
   const { settle, result } = execution;
   if (settle.kind === 'delivered') report.delivered++;
   if (settle.kind === 'failed') report.failed++;
+  if (settle.kind === 'limited') report.held++;
   if (result === 'dead') report.dead++;
   if (result === 'stale') report.stale++;
   if (result === 'lost') report.lost++;

@@ -91,6 +91,8 @@ export class OutboxCompleter {
   private scheduled = false;
   private currentFailure: SettleFailure | null = null;
   private readonly written = new WrittenSettles();
+  private writing = 0;
+  private closed = false;
 
   constructor(
     private readonly repository: OutboxLeaseStore,
@@ -156,12 +158,12 @@ export class OutboxCompleter {
   }
 
   /**
-   * Writes again the delivered and failed settles written since `from` (epoch ms), after the
+   * Writes again the delivered, failed and held-by-limit settles written since `from` (epoch ms), after the
    * database failed and answered again (see `WrittenSettles`). Resolves with how many the
    * database lacked (written now), or null when it failed again.
    */
   async writeAgain(from: number): Promise<number | null> {
-    const { delivered, failed } = this.written.takeSince(from);
+    const { delivered, failed, limited } = this.written.takeSince(from);
     const { batchSize, deadRetryMs, deadRetryByType } = this.options;
     let lacked = 0;
     const writeAll = async <T>(
@@ -179,7 +181,8 @@ export class OutboxCompleter {
       (await writeAll(delivered, (batch) => this.repository.markDelivered(batch))) &&
       (await writeAll(failed, (batch) =>
         this.repository.markFailed(batch, { deadRetryMs, deadRetryByType }),
-      ));
+      )) &&
+      (await writeAll(limited, (batch) => this.repository.markLimited(batch)));
     return done ? lacked : null;
   }
 
@@ -205,9 +208,6 @@ export class OutboxCompleter {
       }
     }
   }
-
-  private writing = 0;
-  private closed = false;
 
   private schedule(): void {
     if (this.scheduled) return;

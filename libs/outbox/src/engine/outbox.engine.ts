@@ -308,6 +308,7 @@ export class OutboxEngine
       delivered: 0,
       failed: 0,
       dead: 0,
+      held: 0,
       stale: 0,
       lost: 0,
     };

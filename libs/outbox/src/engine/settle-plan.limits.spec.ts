@@ -130,9 +130,10 @@ describe('planSettle with handlers held by their limit', () => {
       failedHandlers: ['mail'],
       // The failed handler's own retry comes in 1 s; the limit has room in 500 ms from now.
       retryDelayMs: 500,
-      // The held handler has no retry time: the event's due time is the settle's delay.
+      // The held handler has no retry time of its own: the limit's room is written beside.
       pending: ['mail'],
       dead: false,
+      limitRoomAt: at(600),
     });
   });
 

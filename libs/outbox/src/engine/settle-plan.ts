@@ -185,6 +185,7 @@ export function planSettle(
       failures,
       pending: retrying,
       dead,
+      ...(limitRoomAt === Infinity ? {} : { limitRoomAt: new Date(limitRoomAt) }),
     },
   };
 }

@@ -10,7 +10,7 @@ function delivered(id: string, sequenced = false): Settle {
 }
 
 describe('WrittenSettles', () => {
-  it('gives back the delivered and failed settles written since a time, once', () => {
+  it('gives back the delivered, failed and held-by-limit settles written since a time, once', () => {
     const written = new WrittenSettles();
     const failed: Settle = {
       kind: 'failed',
@@ -26,13 +26,29 @@ describe('WrittenSettles', () => {
         pending: ['h'],
       },
     };
+    const limited: Settle = {
+      kind: 'limited',
+      record: record('l'),
+      settle: {
+        id: 'l',
+        ...settle,
+        dueAt: new Date(5_000),
+        retryDelayMs: 3_000,
+        leaseExpiresAt: new Date(30_000),
+      },
+    };
     written.remember([delivered('old')], new Set(), 1_000);
-    written.remember([delivered('a'), failed, delivered('stale')], new Set(['stale']), 2_000);
+    written.remember(
+      [delivered('a'), failed, limited, delivered('stale')],
+      new Set(['stale']),
+      2_000,
+    );
     expect(written.takeSince(2_000)).toEqual({
       delivered: [{ id: 'a', ...settle }],
       failed: [failed.settle],
+      limited: [limited.settle],
     });
-    expect(written.takeSince(0)).toEqual({ delivered: [], failed: [] });
+    expect(written.takeSince(0)).toEqual({ delivered: [], failed: [], limited: [] });
   });
 
   it('keeps no releases, held settles or settles of events placed for ordered handlers', () => {
@@ -46,7 +62,7 @@ describe('WrittenSettles', () => {
       new Set(),
       1_000,
     );
-    expect(written.takeSince(0)).toEqual({ delivered: [], failed: [] });
+    expect(written.takeSince(0)).toEqual({ delivered: [], failed: [], limited: [] });
   });
 
   it('keeps the newest 10,000', () => {

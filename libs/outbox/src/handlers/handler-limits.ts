@@ -33,9 +33,12 @@ export function isHeld(outcome: RunOutcome): outcome is HeldByLimit {
   return 'heldUntil' in outcome;
 }
 
-/** Go: `release` once the run has returned. Or not now: `held`. */
+/**
+ * Go: `release` once the run has returned (`ran` false: it never started after all). Or not
+ * now: `held`.
+ */
 export type LimitAnswer =
-  { admitted: true; release(): void } | { admitted: false; held: HeldByLimit };
+  { admitted: true; release(ran: boolean): void } | { admitted: false; held: HeldByLimit };
 
 /**
  * Admits runs of limited handlers (`maxConcurrent`, `rate`) against the limit's row, shared by
@@ -84,15 +87,18 @@ export class HandlerLimits {
       const { code, message } = answer.error;
       const missing = code === UNDEFINED_TABLE || code === UNDEFINED_FUNCTION;
       this.failureLog.log(OutboxMessages.limitUnasked(handler.name, message, missing));
-      return this.refused(handler.name, null);
+      return this.unasked(handler.name);
     }
     if (!answer.value.admitted) return this.refused(handler.name, answer.value.retryAt);
     const startedAt = performance.now();
     return {
       admitted: true,
-      release: () => {
-        const ranMs = performance.now() - startedAt;
-        this.meanMs.set(handler.name, meanMs + MEAN_WEIGHT * (ranMs - meanMs));
+      release: (ran) => {
+        if (ran) {
+          const mean = this.meanMs.get(handler.name) ?? FIRST_MEAN_MS;
+          const ranMs = performance.now() - startedAt;
+          this.meanMs.set(handler.name, mean + MEAN_WEIGHT * (ranMs - mean));
+        }
         // A release that fails leaves the place taken until its hold runs out (the budget).
         if (limit.maxConcurrent !== null) {
           void this.store.release(handler.name, answer.value.partition, token);
@@ -101,16 +107,23 @@ export class HandlerLimits {
     };
   }
 
+  /** A run whose limit could not be asked (the database failed): held, to ask again soon. */
+  unasked(handlerName: string): Extract<LimitAnswer, { admitted: false }> {
+    return this.refused(handlerName, null);
+  }
+
   /**
    * An admitted run that can no longer start under its claim's lease (the admission took too
    * long): held back, to come back a moment later.
    */
   late(handlerName: string): HeldByLimit {
-    const answer = this.refused(handlerName, null);
-    return (answer as Extract<LimitAnswer, { admitted: false }>).held;
+    return this.refused(handlerName, null).held;
   }
 
-  private refused(handlerName: string, heldUntil: Date | null): LimitAnswer {
+  private refused(
+    handlerName: string,
+    heldUntil: Date | null,
+  ): Extract<LimitAnswer, { admitted: false }> {
     this.heldRuns.set(handlerName, (this.heldRuns.get(handlerName) ?? 0) + 1);
     this.telemetry.handlerHeld(handlerName);
     return { admitted: false, held: { handlerName, ok: false, heldUntil } };

@@ -114,22 +114,36 @@ export class HandlerRunner {
     options: DeliverOptions,
     limits: HandlerLimits,
   ): OneRun {
-    const started = limits.admit(handler, event.id).then((answer): OneRun => {
-      if (answer.admitted && Date.now() > (options.latestStart ?? Infinity)) {
-        answer.release();
-        return {
-          outcome: Promise.resolve(limits.late(handler.name)),
-          ended: SETTLED,
-          released: SETTLED,
-        };
-      }
-      if (!answer.admitted) {
-        return { outcome: Promise.resolve(answer.held), ended: SETTLED, released: SETTLED };
-      }
-      const run = this.unlimited(handler, event, options);
-      void run.ended.then(() => answer.release());
-      return run;
+    const unstarted = (outcome: RunOutcome): OneRun => ({
+      outcome: Promise.resolve(outcome),
+      ended: SETTLED,
+      released: SETTLED,
     });
+    const started = limits
+      .admit(handler, event.id)
+      // The store reports its failures as results: anything thrown is a bug, held like one.
+      .catch(() => limits.unasked(handler.name))
+      .then((answer): OneRun => {
+        if (!answer.admitted) return unstarted(answer.held);
+        const { signal, latestStart = Infinity } = options;
+        // Abandoned while it asked (a shutdown): the event keeps its lease, the place goes back.
+        if (signal?.aborted) {
+          answer.release(false);
+          return unstarted({
+            handlerName: handler.name,
+            ok: false,
+            error: signal.reason,
+            timedOut: false,
+          });
+        }
+        if (Date.now() > latestStart) {
+          answer.release(false);
+          return unstarted(limits.late(handler.name));
+        }
+        const run = this.unlimited(handler, event, options);
+        void run.ended.then(() => answer.release(true));
+        return run;
+      });
     return {
       outcome: started.then((run) => run.outcome),
       ended: started.then((run) => run.ended),

@@ -37,7 +37,7 @@ const ADMIT_FUNCTION = `
     v_holders jsonb;
     v_starts timestamptz[];
     v_retry timestamptz;
-    v_window interval := make_interval(secs => p_per_ms * 1.02 / 1000.0);
+    v_window interval;
     v_spacing interval;
     v_partition text := '';
   BEGIN
@@ -54,13 +54,14 @@ const ADMIT_FUNCTION = `
     WHERE handler = p_handler AND partition_key = v_partition
     FOR UPDATE;
     v_now := clock_timestamp();
+    -- What is kept does not depend on this caller's limits, only on time: during a rollout that
+    -- adds or drops one, the pods declaring it still find its places and its log.
+    v_window := make_interval(secs => coalesce(p_per_ms, v_limit.per_ms, 0) * 1.02 / 1000.0);
     SELECT coalesce(jsonb_object_agg(h.key, h.value), '{}'::jsonb) INTO v_holders
     FROM jsonb_each(v_limit.holders) AS h
-    WHERE p_concurrent IS NOT NULL AND (h.value #>> '{}')::timestamptz > v_now;
+    WHERE (h.value #>> '{}')::timestamptz > v_now;
     v_starts := ARRAY(
-      SELECT s FROM unnest(v_limit.starts) AS s
-      WHERE p_rate IS NOT NULL AND s > v_now - v_window
-      ORDER BY s);
+      SELECT s FROM unnest(v_limit.starts) AS s WHERE s > v_now - v_window ORDER BY s);
     IF (p_concurrent IS NULL OR (SELECT count(*) FROM jsonb_object_keys(v_holders)) < p_concurrent)
        AND (p_rate IS NULL OR cardinality(v_starts) < p_rate) THEN
       UPDATE outbox_handler_limit
@@ -69,7 +70,8 @@ const ADMIT_FUNCTION = `
                                 p_token, v_now + make_interval(secs => p_hold_ms / 1000.0))
                     END,
           starts = CASE WHEN p_rate IS NULL THEN v_starts ELSE v_starts || v_now END,
-          max_concurrent = p_concurrent, rate_limit = p_rate, per_ms = p_per_ms
+          max_concurrent = p_concurrent, rate_limit = p_rate,
+          per_ms = coalesce(p_per_ms, per_ms)
       WHERE handler = p_handler AND partition_key = v_partition;
       RETURN QUERY SELECT true, v_now, NULL::timestamptz, v_partition;
       RETURN;
@@ -84,7 +86,7 @@ const ADMIT_FUNCTION = `
     v_retry := greatest(v_retry, v_limit.promised + v_spacing);
     UPDATE outbox_handler_limit
     SET holders = v_holders, starts = v_starts, promised = v_retry, held = held + 1,
-        max_concurrent = p_concurrent, rate_limit = p_rate, per_ms = p_per_ms
+        max_concurrent = p_concurrent, rate_limit = p_rate, per_ms = coalesce(p_per_ms, per_ms)
     WHERE handler = p_handler AND partition_key = v_partition;
     RETURN QUERY SELECT false, v_now, v_retry, v_partition;
   END

@@ -42,7 +42,14 @@ export async function drainUntilIdle(
   const engine = app.get(OutboxEngine, { strict: false });
   const store = app.get(TestingStore, { strict: false });
   const deadline = Date.now() + timeoutMs;
-  const totals: DrainTotals = { claims: 0, claimed: 0, delivered: 0, failed: 0, dead: 0 };
+  const totals: DrainTotals = {
+    claims: 0,
+    claimed: 0,
+    delivered: 0,
+    failed: 0,
+    dead: 0,
+    held: 0,
+  };
   while (totals.claims < maxClaims && Date.now() < deadline) {
     if (makeRetryingDue) {
       const due = await store.makeDue({});
@@ -55,6 +62,7 @@ export async function drainUntilIdle(
     totals.delivered += report.delivered;
     totals.failed += report.failed;
     totals.dead += report.dead;
+    totals.held += report.held;
     if (report.claimed === 0 && report.limit > 0) return totals;
     // Every slot is held by a handler still running past its budget: give it a moment.
     if (report.limit === 0) await delay(BUSY_SLOTS_PAUSE_MS).promise;

@@ -6,4 +6,6 @@ export interface DrainTotals {
   delivered: number;
   failed: number;
   dead: number;
+  /** Events held back by a handler's limit: due again when it has room, not in this drain. */
+  held: number;
 }

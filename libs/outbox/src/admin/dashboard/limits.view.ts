@@ -12,8 +12,8 @@ function declared(limit: HandlerLimitState): string {
 
 const COLUMNS: readonly Column<HandlerLimitState>[] = [
   { header: 'handler', cell: (l) => l.handler },
-  // '' is one limit across every partition.
-  { header: 'partition', cell: (l) => (l.partition === '' ? html`<i>all</i>` : l.partition) },
+  // '': one limit across every partition, or the events with no partition of a limit per one.
+  { header: 'partition', cell: (l) => (l.partition === '' ? '–' : l.partition) },
   { header: 'limit', cell: declared },
   { header: 'in flight', cell: (l) => l.inFlight, numeric: true },
   { header: 'in window', cell: (l) => l.inWindow, numeric: true },

@@ -100,6 +100,11 @@ export interface FailedSettle extends DeliveredSettle {
   pending: readonly string[];
   /** Every handler left has used its attempts: the event becomes dead (announced once). */
   dead: boolean;
+  /**
+   * Set when a handler of the event was held by its limit: when the limit has room (database
+   * clock). The event is due then if no retry comes sooner.
+   */
+  limitRoomAt?: Date;
 }
 
 /**

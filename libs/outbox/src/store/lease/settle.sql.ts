@@ -88,7 +88,7 @@ export const MARK_FAILED = `
     FROM jsonb_to_recordset($1::jsonb) AS s(
       id uuid, attempts integer, handlers text[], failed_handlers text[],
       error text, retry_ms double precision, dead_event_id uuid, dead boolean,
-      failures jsonb, pending text[])
+      failures jsonb, pending text[], limit_room_at timestamptz)
   ),
   current AS (
     SELECT e.id,
@@ -124,10 +124,12 @@ export const MARK_FAILED = `
         END,
         next_attempt_at = CASE
           WHEN e.dead_at IS NULL AND NOT c.becomes_dead
-            THEN coalesce(
+            -- A handler held by its limit has no retry time: the event is due for it when the
+            -- limit has room, if that comes before every retry (least ignores a null).
+            THEN least(coalesce(
               (SELECT min((c.failures -> handler ->> 'retryAt')::timestamptz)
                FROM unnest(s.pending) AS handler),
-              now() + make_interval(secs => s.retry_ms / 1000.0))
+              now() + make_interval(secs => s.retry_ms / 1000.0)), s.limit_room_at)
           ELSE (SELECT CASE WHEN ms >= 0 THEN now() + make_interval(secs => ms / 1000.0)
                             ELSE ${NEVER_DUE} END
                 FROM coalesce(($6::jsonb ->> e.type)::float8, $7::float8) AS ms)
@@ -217,6 +219,7 @@ export function markFailedParameters(
       delay_ms: f.delayMs === null ? null : Math.max(0, f.delayMs),
     })),
     pending: s.pending,
+    limit_room_at: s.limitRoomAt?.toISOString() ?? null,
   }));
   const byType = Object.entries(options.deadRetryByType ?? {}).map(([type, ms]) => [
     type,
