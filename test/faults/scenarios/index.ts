@@ -2,6 +2,7 @@ import type { Scenario } from '../support/scenario';
 import { acrossNats, acrossRabbitMq } from './across-services';
 import { failover } from './failover';
 import { halfOpenListen } from './half-open-listen';
+import { limitsKill } from './limits-kill';
 import { lockAndHang } from './lock-and-hang';
 import { mixedVersions } from './mixed-versions';
 import { ordering } from './ordering';
@@ -33,4 +34,5 @@ export const SCENARIOS: Scenario[] = [
   rollingDeploy,
   acrossNats,
   acrossRabbitMq,
+  limitsKill,
 ];

@@ -37,6 +37,7 @@ export interface Tally {
 const EXPECTED = `CASE em.kind WHEN 'poison' THEN ARRAY['fault-a'] WHEN 'tx' THEN ARRAY['fault-tx']
                   WHEN 'ordered' THEN ARRAY['fault-ledger', 'fault-audit']
                   WHEN 'ordered-poison' THEN ARRAY['fault-audit']
+                  WHEN 'limited' THEN ARRAY['fault-limited']
                   ELSE ARRAY['fault-a', 'fault-b'] END`;
 
 const TALLY = `

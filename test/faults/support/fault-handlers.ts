@@ -17,6 +17,8 @@ export const FAULT_TX_EVENT = 'fault.tx';
 export const FAULT_FOLLOW_UP_EVENT = 'fault.tx.followed';
 /** Goes to the ordered handler and the unordered one beside it. */
 export const FAULT_ORDERED_EVENT = 'fault.ordered';
+/** Goes to the limited handler alone. */
+export const FAULT_LIMITED_EVENT = 'fault.limited';
 export const FAULT_RECORDS = Symbol('FAULT_RECORDS');
 export const FAULT_CONFIG = Symbol('FAULT_CONFIG');
 
@@ -28,6 +30,10 @@ export const HANDLER_TX = 'fault-tx';
 /** Ordered by key (blocks on a dead head); `fault-audit` gets the same events unordered. */
 export const HANDLER_LEDGER = 'fault-ledger';
 export const HANDLER_AUDIT = 'fault-audit';
+/** At most LIMITED_AT_ONCE runs at once across every worker; a 2 s budget, so a place a killed
+ * run never gave back runs out 3 s after its admission. */
+export const HANDLER_LIMITED = 'fault-limited';
+export const LIMITED_AT_ONCE = 3;
 
 export interface FaultPayload {
   /** The handler that always throws for this event (a poison event). */
@@ -110,6 +116,15 @@ export class FaultHandlers {
 
   @OnOutboxEvent(HANDLER_AUDIT, { events: [FAULT_ORDERED_EVENT] })
   audit(event: OutboxEvent<FaultPayload>, ctx: HandlerContext): Promise<void> {
+    return this.run(event, ctx);
+  }
+
+  @OnOutboxEvent(HANDLER_LIMITED, {
+    events: [FAULT_LIMITED_EVENT],
+    maxConcurrent: LIMITED_AT_ONCE,
+    timeoutMs: 2000,
+  })
+  limited(event: OutboxEvent<FaultPayload>, ctx: HandlerContext): Promise<void> {
     return this.run(event, ctx);
   }
 

@@ -44,9 +44,11 @@ export interface FaultBridgeConfig {
 /**
  * Kinds of emitted events, as recorded in `fault_emitted.kind`. `tx` events go to the
  * transactional handler only (`fault.tx`); `ordered` ones to `fault-ledger` (ordered by key) and
- * `fault-audit`, and so do `ordered-poison` ones, for which `fault-ledger` always fails.
+ * `fault-audit`, and so do `ordered-poison` ones, for which `fault-ledger` always fails;
+ * `limited` ones to `fault-limited` alone (at most 3 running at once across the workers).
  */
-export type EventKind = 'work' | 'poison' | 'slow' | 'tx' | 'ordered' | 'ordered-poison';
+export type EventKind =
+  'work' | 'poison' | 'slow' | 'tx' | 'ordered' | 'ordered-poison' | 'limited';
 
 /** One transaction of keyed events: `count` events of `key` (`fault-key:<key>`), in order. */
 export interface KeyedTransaction {

@@ -2,6 +2,7 @@ import type { DataSource, EntityManager } from 'typeorm';
 import type { NewOutboxEvent, OutboxPublisher } from '@app/outbox';
 import {
   FAULT_EVENT,
+  FAULT_LIMITED_EVENT,
   FAULT_ORDERED_EVENT,
   FAULT_TX_EVENT,
   HANDLER_LEDGER,
@@ -162,7 +163,8 @@ export class Producer {
     return this.write(
       kind,
       Array.from({ length: size }, (_, index) => ({
-        type: kind === 'tx' ? FAULT_TX_EVENT : FAULT_EVENT,
+        type:
+          kind === 'tx' ? FAULT_TX_EVENT : kind === 'limited' ? FAULT_LIMITED_EVENT : FAULT_EVENT,
         aggregateType: 'fault',
         aggregateId: `${kind}-${index}`,
         payload,
