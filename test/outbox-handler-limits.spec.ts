@@ -198,8 +198,6 @@ describe('handler limits across three processes', () => {
     // Any 11 admissions in a row span at least a window: no window holds 11.
     const spans = admitted.slice(10).map((at, i) => at - admitted[i]);
     expect(Math.min(...spans)).toBeGreaterThanOrEqual(1000);
-    // The limit was full: the first ten went at once, the rest about ten a second.
-    expect(admitted[count - 1] - admitted[0]).toBeLessThan(6000);
     expect(await heldSoFar()).toBeGreaterThan(0);
   });
 
